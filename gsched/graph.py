@@ -1,0 +1,285 @@
+"""Host-side computation graph (SPEC §1): ops, tensors, consumers, sizes and costs.
+
+A :class:`Graph` is an immutable bundle of NumPy arrays. It is validated on construction, so
+every graph that exists is acyclic, references only existing ops and tensors, and has finite,
+non-negative sizes and costs. Device-side (padded, jittable) views live in ``gsched.padding``.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+
+import numpy as np
+
+
+class GraphError(ValueError):
+    """A graph violates SPEC §1 (cycle, missing reference, bad size or cost, ...)."""
+
+
+@dataclasses.dataclass(frozen=True, eq=False)
+class Graph:
+    """A computation graph with ``N`` ops, ``T`` tensors and ``E`` consumer relations.
+
+    Attributes:
+      compute_cost: ``[N]`` float64, time units, ≥ 0.
+      temporary_memory: ``[N]`` float64, bytes alive only while the op runs, ≥ 0.
+      tensor_producer: ``[T]`` int64, the op that produces each tensor.
+      tensor_size: ``[T]`` float64, bytes, ≥ 0 (0 for control dependencies).
+      tensor_is_control: ``[T]`` bool, True for control-dependency tensors.
+      tensor_port: ``[T]`` int64, the producer's output port (−1 for control tensors).
+      edge_tensor: ``[E]`` int64, tensor read by each consumer relation.
+      edge_consumer: ``[E]`` int64, the op that reads it. Each (tensor, consumer) pair is unique.
+      op_names: ``N`` names (default ``"op{j}"``).
+      op_types: ``N`` op type strings (default ``""``).
+      op_ids: ``[N]`` int64, ids used by the source format (CostGraphDef ``id``), default ``j``.
+      name: the graph's name (e.g. the file stem).
+    """
+
+    compute_cost: np.ndarray
+    temporary_memory: np.ndarray
+    tensor_producer: np.ndarray
+    tensor_size: np.ndarray
+    tensor_is_control: np.ndarray
+    tensor_port: np.ndarray
+    edge_tensor: np.ndarray
+    edge_consumer: np.ndarray
+    op_names: tuple[str, ...]
+    op_types: tuple[str, ...]
+    op_ids: np.ndarray
+    name: str = ""
+
+    def __post_init__(self):
+        validate(self)
+
+    @property
+    def num_ops(self) -> int:
+        return int(self.compute_cost.shape[0])
+
+    @property
+    def num_tensors(self) -> int:
+        return int(self.tensor_size.shape[0])
+
+    @property
+    def num_edges(self) -> int:
+        return int(self.edge_tensor.shape[0])
+
+    def chromosome_length(self, num_devices: int) -> int:
+        """SPEC §2: ``N·D + N + T·D`` keys."""
+        return self.num_ops * num_devices + self.num_ops + self.num_tensors * num_devices
+
+    def gnn_edges(self) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+        """The multigraph view (SPEC §1, REGAL §3.3): one directed edge per
+        (producer, tensor, consumer) triple, parallel edges kept.
+
+        Returns ``(senders [E], receivers [E], sizes [E], is_control [E])``.
+        """
+        t = self.edge_tensor
+        return (self.tensor_producer[t], self.edge_consumer, self.tensor_size[t],
+                self.tensor_is_control[t])
+
+    def topology_hash(self) -> str:
+        """A hash of the topology alone (ops, producers, consumer relations), ignoring sizes,
+        costs and names: augmented copies of one graph share it (REGAL A.1 dedup/splits)."""
+        h = hashlib.sha256()
+        for a in (np.int64(self.num_ops), self.tensor_producer, self.tensor_is_control,
+                  self.edge_tensor, self.edge_consumer):
+            h.update(np.ascontiguousarray(np.asarray(a, np.int64)).tobytes())
+            h.update(b"|")
+        return h.hexdigest()
+
+    def replace(self, **changes) -> "Graph":
+        """A copy with some fields replaced (validated again)."""
+        return dataclasses.replace(self, **changes)
+
+    def __eq__(self, other) -> bool:
+        if not isinstance(other, Graph):
+            return NotImplemented
+        return all(
+            _field_equal(getattr(self, f.name), getattr(other, f.name))
+            for f in dataclasses.fields(self))
+
+    __hash__ = None
+
+
+def _field_equal(a, b) -> bool:
+    if isinstance(a, np.ndarray):
+        return a.shape == b.shape and bool(np.array_equal(a, b))
+    return a == b
+
+
+def make_graph(
+    *,
+    compute_cost,
+    temporary_memory,
+    tensor_producer,
+    tensor_size,
+    edge_tensor,
+    edge_consumer,
+    tensor_is_control=None,
+    tensor_port=None,
+    op_names=None,
+    op_types=None,
+    op_ids=None,
+    name: str = "",
+) -> Graph:
+    """Builds and validates a :class:`Graph` from array-likes, filling the optional fields.
+
+    Consumer relations are taken as given; a repeated (tensor, consumer) pair is an error
+    (SPEC §1: an op reading a tensor through several inputs is one consumer — formats
+    deduplicate before calling this).
+    """
+    compute_cost = np.asarray(compute_cost, np.float64).reshape(-1)
+    n = compute_cost.shape[0]
+    tensor_size = np.asarray(tensor_size, np.float64).reshape(-1)
+    t = tensor_size.shape[0]
+    if tensor_is_control is None:
+        tensor_is_control = np.zeros(t, bool)
+    tensor_is_control = np.asarray(tensor_is_control, bool).reshape(-1)
+    if tensor_port is None:
+        tensor_port = _default_ports(np.asarray(tensor_producer, np.int64).reshape(-1),
+                                     tensor_is_control)
+    return Graph(
+        compute_cost=compute_cost,
+        temporary_memory=np.asarray(temporary_memory, np.float64).reshape(-1),
+        tensor_producer=np.asarray(tensor_producer, np.int64).reshape(-1),
+        tensor_size=tensor_size,
+        tensor_is_control=tensor_is_control,
+        tensor_port=np.asarray(tensor_port, np.int64).reshape(-1),
+        edge_tensor=np.asarray(edge_tensor, np.int64).reshape(-1),
+        edge_consumer=np.asarray(edge_consumer, np.int64).reshape(-1),
+        op_names=tuple(op_names) if op_names is not None else tuple(f"op{j}" for j in range(n)),
+        op_types=tuple(op_types) if op_types is not None else ("",) * n,
+        op_ids=(np.asarray(op_ids, np.int64).reshape(-1) if op_ids is not None
+                else np.arange(n, dtype=np.int64)),
+        name=name,
+    )
+
+
+def _default_ports(producer: np.ndarray, is_control: np.ndarray) -> np.ndarray:
+    """Port k = k-th non-control tensor of its producer, in tensor order; −1 for control."""
+    ports = np.full(producer.shape, -1, np.int64)
+    seen: dict[int, int] = {}
+    for i, (p, c) in enumerate(zip(producer.tolist(), is_control.tolist())):
+        if not c:
+            ports[i] = seen.get(p, 0)
+            seen[p] = ports[i] + 1
+    return ports
+
+
+def _op_label(graph: Graph, j: int) -> str:
+    name = graph.op_names[j] if 0 <= j < len(graph.op_names) else "?"
+    return f"op {j} ({name!r})"
+
+
+def validate(graph: Graph) -> None:
+    """Raises :class:`GraphError` naming the offending op if ``graph`` breaks SPEC §1."""
+    n, t, e = graph.num_ops, graph.num_tensors, graph.num_edges
+    lengths = {
+        "temporary_memory": (graph.temporary_memory.shape, (n,)),
+        "op_ids": (graph.op_ids.shape, (n,)),
+        "tensor_producer": (graph.tensor_producer.shape, (t,)),
+        "tensor_is_control": (graph.tensor_is_control.shape, (t,)),
+        "tensor_port": (graph.tensor_port.shape, (t,)),
+        "edge_consumer": (graph.edge_consumer.shape, (e,)),
+    }
+    for field, (got, want) in lengths.items():
+        if got != want:
+            raise GraphError(f"{field} has shape {got}, expected {want}")
+    if len(graph.op_names) != n or len(graph.op_types) != n:
+        raise GraphError(f"op_names/op_types must have {n} entries")
+
+    for field in ("compute_cost", "temporary_memory"):
+        values = getattr(graph, field)
+        bad = np.flatnonzero(~np.isfinite(values) | (values < 0))
+        if bad.size:
+            j = int(bad[0])
+            raise GraphError(f"{_op_label(graph, j)} has invalid {field} {float(values[j])!r} "
+                             "(must be finite and >= 0)")
+    bad = np.flatnonzero((graph.tensor_producer < 0) | (graph.tensor_producer >= n))
+    if bad.size:
+        raise GraphError(f"tensor {int(bad[0])} has missing producer op "
+                         f"{int(graph.tensor_producer[bad[0]])} (graph has {n} ops)")
+    bad = np.flatnonzero(~np.isfinite(graph.tensor_size) | (graph.tensor_size < 0))
+    if bad.size:
+        k = int(bad[0])
+        raise GraphError(f"{_op_label(graph, int(graph.tensor_producer[k]))} produces tensor "
+                         f"{k} with invalid size {float(graph.tensor_size[k])!r} "
+                         "(must be finite and >= 0)")
+    bad = np.flatnonzero(graph.tensor_is_control & (graph.tensor_size != 0))
+    if bad.size:
+        k = int(bad[0])
+        raise GraphError(f"control tensor {k} of {_op_label(graph, int(graph.tensor_producer[k]))}"
+                         " must have size 0")
+    bad = np.flatnonzero((graph.edge_consumer < 0) | (graph.edge_consumer >= n))
+    if bad.size:
+        raise GraphError(f"consumer relation {int(bad[0])} names missing op "
+                         f"{int(graph.edge_consumer[bad[0]])} (graph has {n} ops)")
+    bad = np.flatnonzero((graph.edge_tensor < 0) | (graph.edge_tensor >= t))
+    if bad.size:
+        k = int(bad[0])
+        raise GraphError(f"{_op_label(graph, int(graph.edge_consumer[k]))} reads missing tensor "
+                         f"{int(graph.edge_tensor[k])} (graph has {t} tensors)")
+    pairs = graph.edge_tensor * max(n, 1) + graph.edge_consumer
+    uniq, counts = np.unique(pairs, return_counts=True)
+    if uniq.size != e:
+        k = int(np.flatnonzero(np.isin(pairs, uniq[counts > 1]))[0])
+        raise GraphError(f"{_op_label(graph, int(graph.edge_consumer[k]))} is listed twice as a "
+                         f"consumer of tensor {int(graph.edge_tensor[k])}")
+    cycle_op = find_cycle_op(n, graph.tensor_producer[graph.edge_tensor], graph.edge_consumer)
+    if cycle_op is not None:
+        raise GraphError(f"graph has a cycle through {_op_label(graph, cycle_op)}")
+
+
+def find_cycle_op(n: int, senders: np.ndarray, receivers: np.ndarray) -> int | None:
+    """Kahn's algorithm on op→op edges; returns an op on a cycle, or None if acyclic."""
+    indeg = np.bincount(receivers, minlength=n).astype(np.int64)
+    order = np.argsort(senders, kind="stable")
+    starts = np.searchsorted(senders[order], np.arange(n + 1))
+    succ = receivers[order]
+    stack = list(np.flatnonzero(indeg == 0))
+    seen = 0
+    while stack:
+        j = stack.pop()
+        seen += 1
+        for c in succ[starts[j]:starts[j + 1]]:
+            indeg[c] -= 1
+            if indeg[c] == 0:
+                stack.append(c)
+    if seen == n:
+        return None
+    # Walk backwards along unfinished predecessors until an op repeats: it lies on a cycle.
+    remaining = indeg > 0
+    pred_of = {}
+    for s, r in zip(senders.tolist(), receivers.tolist()):
+        if remaining[r] and remaining[s]:
+            pred_of.setdefault(r, s)
+    j = int(np.flatnonzero(remaining)[0])
+    visited = set()
+    while j not in visited:
+        visited.add(j)
+        j = pred_of[j]
+    return int(j)
+
+
+def topological_order(graph: Graph) -> np.ndarray:
+    """``[N]`` one topological order of the ops (smallest index first among ready ops)."""
+    import heapq
+
+    n = graph.num_ops
+    senders, receivers = graph.tensor_producer[graph.edge_tensor], graph.edge_consumer
+    indeg = np.bincount(receivers, minlength=n).astype(np.int64)
+    order_idx = np.argsort(senders, kind="stable")
+    starts = np.searchsorted(senders[order_idx], np.arange(n + 1))
+    succ = receivers[order_idx]
+    heap = [int(j) for j in np.flatnonzero(indeg == 0)]
+    heapq.heapify(heap)
+    out = []
+    while heap:
+        j = heapq.heappop(heap)
+        out.append(j)
+        for c in succ[starts[j]:starts[j + 1]]:
+            indeg[c] -= 1
+            if indeg[c] == 0:
+                heapq.heappush(heap, int(c))
+    return np.asarray(out, np.int64)
