@@ -189,6 +189,10 @@ def validate(graph: Graph) -> None:
     if len(graph.op_names) != n or len(graph.op_types) != n:
         raise GraphError(f"op_names/op_types must have {n} entries")
 
+    ids, first = np.unique(graph.op_ids, return_index=True)
+    if ids.size != n:
+        j = int(np.setdiff1d(np.arange(n), first)[0])
+        raise GraphError(f"{_op_label(graph, j)} repeats op id {int(graph.op_ids[j])}")
     for field in ("compute_cost", "temporary_memory"):
         values = getattr(graph, field)
         bad = np.flatnonzero(~np.isfinite(values) | (values < 0))
@@ -231,30 +235,36 @@ def validate(graph: Graph) -> None:
         raise GraphError(f"graph has a cycle through {_op_label(graph, cycle_op)}")
 
 
+def _successors(n: int, senders: np.ndarray, receivers: np.ndarray) -> list[list[int]]:
+    succ: list[list[int]] = [[] for _ in range(n)]
+    for s, r in zip(senders.tolist(), receivers.tolist()):
+        succ[s].append(r)
+    return succ
+
+
 def find_cycle_op(n: int, senders: np.ndarray, receivers: np.ndarray) -> int | None:
     """Kahn's algorithm on op→op edges; returns an op on a cycle, or None if acyclic."""
-    indeg = np.bincount(receivers, minlength=n).astype(np.int64)
-    order = np.argsort(senders, kind="stable")
-    starts = np.searchsorted(senders[order], np.arange(n + 1))
-    succ = receivers[order]
-    stack = list(np.flatnonzero(indeg == 0))
+    if bool(np.all(senders < receivers)):  # ops already numbered in a topological order
+        return None
+    succ = _successors(n, senders, receivers)
+    indeg = np.bincount(receivers, minlength=n).tolist()
+    stack = [j for j in range(n) if indeg[j] == 0]
     seen = 0
     while stack:
         j = stack.pop()
         seen += 1
-        for c in succ[starts[j]:starts[j + 1]]:
+        for c in succ[j]:
             indeg[c] -= 1
             if indeg[c] == 0:
                 stack.append(c)
     if seen == n:
         return None
     # Walk backwards along unfinished predecessors until an op repeats: it lies on a cycle.
-    remaining = indeg > 0
     pred_of = {}
     for s, r in zip(senders.tolist(), receivers.tolist()):
-        if remaining[r] and remaining[s]:
+        if indeg[r] > 0 and indeg[s] > 0:
             pred_of.setdefault(r, s)
-    j = int(np.flatnonzero(remaining)[0])
+    j = next(k for k in range(n) if indeg[k] > 0)
     visited = set()
     while j not in visited:
         visited.add(j)
@@ -267,19 +277,17 @@ def topological_order(graph: Graph) -> np.ndarray:
     import heapq
 
     n = graph.num_ops
-    senders, receivers = graph.tensor_producer[graph.edge_tensor], graph.edge_consumer
-    indeg = np.bincount(receivers, minlength=n).astype(np.int64)
-    order_idx = np.argsort(senders, kind="stable")
-    starts = np.searchsorted(senders[order_idx], np.arange(n + 1))
-    succ = receivers[order_idx]
-    heap = [int(j) for j in np.flatnonzero(indeg == 0)]
+    receivers = graph.edge_consumer
+    succ = _successors(n, graph.tensor_producer[graph.edge_tensor], receivers)
+    indeg = np.bincount(receivers, minlength=n).tolist()
+    heap = [j for j in range(n) if indeg[j] == 0]
     heapq.heapify(heap)
     out = []
     while heap:
         j = heapq.heappop(heap)
         out.append(j)
-        for c in succ[starts[j]:starts[j + 1]]:
+        for c in succ[j]:
             indeg[c] -= 1
             if indeg[c] == 0:
-                heapq.heappush(heap, int(c))
+                heapq.heappush(heap, c)
     return np.asarray(out, np.int64)
