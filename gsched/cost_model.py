@@ -78,6 +78,7 @@ def _evaluate(graph: PaddedGraph, pinned, params: CostParams, keys: jnp.ndarray,
             runtime_bound=schedule.runtime_bound,
         )
 
+    graph, params = jax.tree.map(jnp.asarray, (graph, params))
     placement, loop = _lift(init, graph_batched)(graph, pinned, params, keys)
     batched_step = _lift(step, graph_batched)
     loop = jax.lax.while_loop(lambda x: ~jnp.all(x[1]["done"]),
@@ -116,6 +117,25 @@ def evaluate_batch(graphs: PaddedGraph, keys: jnp.ndarray, params: CostParams = 
     ``pinned``, if given, is ``[B, N]``.
     """
     return _evaluate(graphs, pinned, params, keys, num_devices, chunk, (True, False))
+
+
+def score(evaluation: Evaluation, objective: Objective, params: CostParams) -> jnp.ndarray:
+    """The value an optimizer minimizes (float32, any batch shape).
+
+    ``peak_memory``: the peak itself (an infeasible peak exceeds the capacity, so it already
+    ranks after every feasible one). ``runtime``: the runtime when feasible; otherwise
+    ``2·B + 1 + (excess / capacity)·(B + 1)`` with ``B`` the evaluation's runtime bound (≥ any
+    runtime), so every feasible solution scores strictly better than every infeasible one and
+    a smaller excess scores better (SPEC §4; ties possible only through float32 rounding).
+    """
+    if objective == "peak_memory":
+        return evaluation.peak_memory
+    if objective != "runtime":
+        raise ValueError(f"unknown objective {objective!r}; expected one of {OBJECTIVES}")
+    bound = evaluation.runtime_bound
+    ratio = evaluation.excess / jnp.asarray(params.capacity, jnp.float32)
+    penalty = 2.0 * bound + 1.0 + ratio * (bound + 1.0)
+    return jnp.where(evaluation.feasible, evaluation.runtime, penalty)
 
 
 def order_keys(graph: PaddedGraph, op_order: jnp.ndarray, placement: jnp.ndarray,

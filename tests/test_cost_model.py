@@ -1,0 +1,293 @@
+"""The jitted cost model against SPEC §5 and the independent reference (tests/reference_spec.py).
+
+Every random case compares placement and order exactly and peak memory / runtime to 1e-6
+relative error (SPEC asks for 1e-5).
+"""
+
+from pathlib import Path
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+
+import reference_spec as ref
+from gsched.cost_model import (CostParams, evaluate, evaluate_batch, evaluate_graph,
+                               evaluate_order, evaluate_population, exact_float32_keys, score)
+from gsched.generators import layered_graph, random_computation_graph
+from gsched.graph import make_graph
+from gsched.padding import Bucket, batch_graphs, bucket_for, pad_graph, pad_keys
+
+SHARED = Path(__file__).resolve().parents[2] / "shared"
+
+
+def diamond():
+    return make_graph(compute_cost=[2, 3, 4, 1], temporary_memory=[0, 0, 5, 0],
+                      tensor_producer=[0, 1, 2, 3], tensor_size=[4, 2, 3, 1],
+                      edge_tensor=[0, 0, 1, 2], edge_consumer=[1, 2, 3, 3], op_names="abcd")
+
+
+WORKED_EXAMPLE = [  # SPEC §5: (D, keys, placement, order, device peaks, runtime)
+    (1, [.5] * 4 + [.9, .8, .7, .1] + [.5] * 4, [0, 0, 0, 0],
+     [["op", 0], ["op", 1], ["op", 2], ["op", 3]], [14], 10),
+    (1, [.5] * 4 + [.9, .7, .8, .1] + [.5] * 4, [0, 0, 0, 0],
+     [["op", 0], ["op", 2], ["op", 1], ["op", 3]], [12], 10),
+    (2, [.9, .1, .9, .1, .1, .9, .9, .1] + [.9, .8, .7, .1] + [.5, .6, .5, .5, .2, .3, .5, .5],
+     [0, 0, 1, 0], [["op", 0], ["op", 1], ["xfer", 0, 1], ["op", 2], ["xfer", 2, 0], ["op", 3]],
+     [6, 12], 10),
+]
+
+
+@pytest.mark.parametrize("d, keys, placement, order, peaks, runtime", WORKED_EXAMPLE)
+def test_worked_example(d, keys, placement, order, peaks, runtime):
+    out = evaluate_graph(diamond(), keys, d)
+    assert out["placement"] == placement
+    assert out["order"] == order
+    assert out["device_peaks"] == peaks
+    assert out["peak_memory"] == max(peaks)
+    assert out["runtime"] == runtime
+    assert out["feasible"]
+
+
+def float32_keys(rng, graph, d):
+    """Keys exactly representable in float32 (so the float64 oracle sees the same ties)."""
+    keys = rng.random(graph.chromosome_length(d)).astype(np.float32)
+    # Some exact ties, to exercise the tie rules.
+    keys[rng.random(keys.shape) < 0.1] = 0.5
+    return keys
+
+
+def assert_matches_reference(graph, keys, d, *, pinned=None, latency=0.0,
+                             bandwidth=float("inf"), capacity=None):
+    got = evaluate_graph(graph, keys, d, pinned=pinned, latency=latency,
+                         bandwidth=bandwidth, capacity=capacity)
+    want = ref.decode(graph, [float(k) for k in keys], d, pinned=pinned, latency=latency,
+                      bandwidth=bandwidth, capacity=capacity)
+    assert got["placement"] == want["placement"]
+    assert [tuple(item) for item in got["order"]] == list(want["order"])
+    np.testing.assert_allclose(got["device_peaks"], [float(x) for x in want["device_peaks"]],
+                               rtol=1e-6)
+    np.testing.assert_allclose(got["runtime"], float(want["runtime"]), rtol=1e-6)
+    assert got["feasible"] == want["feasible"]
+    return got
+
+
+@pytest.mark.parametrize("seed", range(6))
+@pytest.mark.parametrize("d", [1, 2, 3])
+def test_random_graphs_match_reference(seed, d):
+    rng = np.random.default_rng(seed)
+    graph = random_computation_graph(int(rng.integers(5, 60)), rng)
+    assert_matches_reference(graph, float32_keys(rng, graph, d), d,
+                             latency=float(rng.choice([0.0, 0.5])),
+                             bandwidth=float(rng.choice([np.inf, 1e4])))
+
+
+@pytest.mark.parametrize("seed", range(3))
+def test_layered_graphs_single_device_match_reference(seed):
+    rng = np.random.default_rng(100 + seed)
+    graph = layered_graph(60, rng)
+    assert_matches_reference(graph, float32_keys(rng, graph, 1), 1)
+
+
+def test_capacity_and_pinning_match_reference():
+    rng = np.random.default_rng(7)
+    graph = random_computation_graph(30, rng)
+    keys = float32_keys(rng, graph, 2)
+    free = evaluate_graph(graph, keys, 2)
+    cap = 0.9 * max(free["device_peaks"])
+    out = assert_matches_reference(graph, keys, 2, capacity=cap, pinned={0: 1, 3: 0})
+    assert out["placement"][0] == 1 and out["placement"][3] == 0
+    loose = assert_matches_reference(graph, keys, 2, capacity=1e30)
+    assert loose["feasible"]
+
+
+def test_orders_are_topological_in_the_extended_graph():
+    rng = np.random.default_rng(3)
+    for _ in range(5):
+        graph = random_computation_graph(40, rng)
+        keys = float32_keys(rng, graph, 3)
+        out = evaluate_graph(graph, keys, 3)
+        # The reference rejects any order that is not a topological order of ops ∪ transfers
+        # or that misses / adds a transfer.
+        ref.evaluate_order(graph, out["placement"], out["order"], 3)
+
+
+def test_single_device_ignores_affinities_and_transfer_keys():
+    rng = np.random.default_rng(5)
+    graph = random_computation_graph(40, rng)
+    keys = float32_keys(rng, graph, 1)
+    other = keys.copy()
+    n = graph.num_ops
+    other[:n] = rng.random(n)
+    other[2 * n:] = rng.random(graph.num_tensors)
+    assert evaluate_graph(graph, keys, 1) == evaluate_graph(graph, other, 1)
+
+
+def test_multi_output_control_and_parallel_edges_by_hand():
+    # p has two outputs t0 (8 B) and t1 (2 B), both read by c (parallel GNN edges), and a
+    # control dependency t2 (0 B) to q; c and q run on device 1, p on device 0.
+    graph = make_graph(compute_cost=[1, 1, 1], temporary_memory=[0, 0, 0],
+                       tensor_producer=[0, 0, 0], tensor_size=[8, 2, 0],
+                       tensor_is_control=[False, False, True],
+                       edge_tensor=[0, 1, 2], edge_consumer=[1, 1, 2])
+    d = 2
+    keys = np.zeros(graph.chromosome_length(d), np.float32)
+    keys[0:6] = [1, 0, 0, 1, 0, 1]  # p → 0, c → 1, q → 1
+    keys[6:9] = [0.9, 0.5, 0.6]  # priorities p, c, q
+    keys[9:] = [0.3, 0.3, 0.3, 0.2, 0.3, 0.1]  # X(t0,1)=.3, X(t1,1)=.2, X(t2,1)=.1
+    out = evaluate_graph(graph, keys, d)
+    # After p, the three transfers are ready: X(t0,1) (.3), then X(t1,1) (.2); now c is
+    # ready and outranks X(t2,1) (.5 > .1); q waits for X(t2,1).
+    assert out["order"] == [["op", 0], ["xfer", 0, 1], ["xfer", 1, 1], ["op", 1],
+                            ["xfer", 2, 1], ["op", 2]]
+    # Device 0: p's step holds t0 + t1 = 10 (t2 is 0); freed after the transfers.
+    # Device 1: X(t0) 8, X(t1) 8 + 2 = 10, c 10 + 0 (no outputs), then only t2's 0.
+    assert out["device_peaks"] == [10, 10]
+    # Runtime: p 0–1; transfers take 0 (infinite bandwidth); c 1–2; X(t2,1) waits for
+    # device 1 (busy until 2): 2–2; q 2–3.
+    assert out["runtime"] == 3
+    assert_matches_reference(graph, keys, d)
+    # With latency 1 each transfer keeps both devices busy for 1: X(t0) 1–2, X(t1) 2–3,
+    # c 3–4, X(t2) 4–5, q 5–6.
+    assert evaluate_graph(graph, keys, d, latency=1.0)["runtime"] == 6
+
+
+def test_padding_invariance():
+    rng = np.random.default_rng(11)
+    graph = random_computation_graph(37, rng)
+    small, big = bucket_for(graph), Bucket(128, 256, 256)
+    for d in (1, 2):
+        keys = float32_keys(rng, graph, d)
+        assert (evaluate_graph(graph, keys, d, bucket=small)
+                == evaluate_graph(graph, keys, d, bucket=big))
+
+
+def test_batch_of_different_graphs_equals_one_by_one():
+    rng = np.random.default_rng(12)
+    graphs = [random_computation_graph(n, rng) for n in (9, 30, 17)]
+    bucket = bucket_for(graphs)
+    d, p = 2, 4
+    keys = np.stack([np.stack([pad_keys(float32_keys(rng, g, d), g, bucket, d)
+                               for _ in range(p)]) for g in graphs])
+    batched = evaluate_batch(batch_graphs(graphs, bucket), keys, num_devices=d)
+    for b, g in enumerate(graphs):
+        single = evaluate_population(pad_graph(g, bucket), keys[b], num_devices=d)
+        for field in ("placement", "order", "device_peaks", "runtime", "feasible"):
+            np.testing.assert_array_equal(getattr(batched, field)[b], getattr(single, field))
+
+
+def test_unbatched_evaluate_is_traceable_and_agrees():
+    graph = diamond()
+    keys = jnp.asarray(pad_keys(np.asarray(WORKED_EXAMPLE[2][1], np.float32), graph,
+                                bucket_for(graph), 2))
+    one = jax.jit(lambda k: evaluate(pad_graph(graph), k, num_devices=2))(keys)
+    assert float(one.peak_memory) == 12 and float(one.runtime) == 10
+
+
+def test_compiles_once_per_bucket():
+    rng = np.random.default_rng(13)
+    bucket = Bucket(64, 128, 128)
+    before = evaluate_population._cache_size()
+    for n in (20, 33, 50):
+        g = random_computation_graph(n, rng)
+        keys = pad_keys(rng.random((3, g.chromosome_length(2))), g, bucket, 2)
+        evaluate_population(pad_graph(g, bucket), keys, CostParams(0.0, 1e3, 1e9),
+                            num_devices=2)
+    assert evaluate_population._cache_size() - before == 1
+
+
+def test_precision_with_tens_of_gigabytes():
+    # Float32 prefix sums would be off by far more than 1e-5 here.
+    rng = np.random.default_rng(14)
+    base = random_computation_graph(300, rng)
+    sizes = np.where(base.tensor_is_control, 0,
+                     rng.integers(1, 40_000_000_000, base.num_tensors)).astype(np.float64)
+    sizes[::7] = rng.integers(1, 1000, sizes[::7].shape)  # tiny tensors beside huge ones
+    graph = base.replace(tensor_size=np.where(base.tensor_is_control, 0.0, sizes),
+                         compute_cost=rng.random(base.num_ops) * 1e6 + 1e-3)
+    for d in (1, 2):
+        keys = float32_keys(rng, graph, d)
+        got = evaluate_graph(graph, keys, d, latency=3.0, bandwidth=1e9)
+        want = ref.decode(graph, [float(k) for k in keys], d, latency=3.0, bandwidth=1e9)
+        assert got["order"] == [list(x) for x in want["order"]]
+        for g, w in zip(got["device_peaks"], want["device_peaks_exact"]):
+            assert abs(g - float(w)) <= 1e-5 * float(w)
+        assert abs(got["runtime"] - float(want["runtime_exact"])) <= 1e-5 * float(
+            want["runtime_exact"])
+
+
+def test_float64_keys_keep_their_order():
+    graph = diamond()
+    keys = np.array([.5] * 4 + [.9, .7 + 1e-12, .7, .1] + [.5] * 4)  # ties in float32
+    assert evaluate_graph(graph, keys, 1)["order"][1] == ["op", 1]
+    mapped = exact_float32_keys(keys)
+    assert mapped[5] > mapped[6]
+
+
+def test_score_ranks_feasible_before_infeasible():
+    rng = np.random.default_rng(15)
+    graph = random_computation_graph(40, rng)
+    padded, bucket = pad_graph(graph), bucket_for(graph)
+    keys = pad_keys(rng.random((64, graph.chromosome_length(2))), graph, bucket, 2)
+    free = evaluate_population(padded, keys, num_devices=2)
+    capacity = float(np.median(np.asarray(free.peak_memory)))
+    params = CostParams(0.0, float("inf"), capacity)
+    ev = evaluate_population(padded, keys, params, num_devices=2)
+    s = np.asarray(score(ev, "runtime", params))
+    feasible = np.asarray(ev.feasible)
+    assert feasible.any() and (~feasible).any()
+    assert s[feasible].max() < s[~feasible].min()
+    np.testing.assert_array_equal(s[feasible], np.asarray(ev.runtime)[feasible])
+    excess = np.asarray(ev.excess)[~feasible]
+    assert np.all(np.diff(s[~feasible][np.argsort(excess)]) >= 0)
+    with pytest.raises(ValueError, match="unknown objective"):
+        score(ev, "latency", params)
+
+
+def test_evaluate_order_scores_explicit_orders():
+    graph = diamond()
+    assert evaluate_order(graph, [0, 2, 1, 3])["device_peaks"] == [12]
+    out = evaluate_order(graph, [0, 1, 2, 3], [0, 0, 1, 0], 2)
+    # Transfers run right after their producer: a X(t0,1) b c X(t2,0) d.
+    assert out["order"] == [["op", 0], ["xfer", 0, 1], ["op", 1], ["op", 2], ["xfer", 2, 0],
+                            ["op", 3]]
+    ref.evaluate_order(graph, out["placement"], out["order"], 2)
+    with pytest.raises(ValueError, match="not topological"):
+        evaluate_order(graph, [1, 0, 2, 3])
+    with pytest.raises(ValueError, match="permutation"):
+        evaluate_order(graph, [0, 1, 2])
+
+
+@pytest.mark.parametrize("keys, match", [
+    (np.full(11, 0.5), "expected \\(12,\\)"),
+    (np.array([0.5] * 11 + [np.nan]), "finite"),
+    (np.array([0.5] * 11 + [1.5]), "in \\[0, 1\\]"),
+    (np.full((2, 6), 0.5), "shape"),
+])
+def test_bad_chromosomes_are_rejected(keys, match):
+    with pytest.raises(ValueError, match=match):
+        evaluate_graph(diamond(), keys, 1)
+
+
+def test_bad_settings_and_oversized_graphs_are_rejected():
+    keys = np.full(12, 0.5)
+    with pytest.raises(ValueError, match="bandwidth"):
+        evaluate_graph(diamond(), keys, 1, bandwidth=0.0)
+    with pytest.raises(ValueError, match="latency"):
+        evaluate_graph(diamond(), keys, 1, latency=-1.0)
+    with pytest.raises(ValueError, match="capacity"):
+        evaluate_graph(diamond(), keys, 1, capacity=float("nan"))
+    with pytest.raises(ValueError, match="more than the padding bucket"):
+        pad_graph(random_computation_graph(40, 0), Bucket(32, 64, 64))
+
+
+@pytest.mark.skipif(not (SHARED / "benchmarks" / "moccasin").exists(), reason="no ../shared")
+@pytest.mark.parametrize("name", ["VGG16_256_224_224_3_train_nx.json",
+                                  "random_layered_n100_w0.27_nlv0.75_ed0.2_scd0.14.json"])
+def test_moccasin_graphs_match_reference(name):
+    from gsched.formats import load_graph
+
+    graph = load_graph(SHARED / "benchmarks" / "moccasin" / name)
+    rng = np.random.default_rng(16)
+    for d in (1, 2):
+        assert_matches_reference(graph, float32_keys(rng, graph, d), d)
