@@ -1,0 +1,35 @@
+"""gsched: learned placement and scheduling of ML computation graphs in pure JAX.
+
+The public surface, re-exported here name by name (code lives in the sub-modules):
+
+* graphs: :class:`Graph`, :func:`make_graph`, :class:`GraphError`, :func:`topological_order`;
+* files: :func:`load_graph`, :func:`load_graphs`, :func:`save_graph`, :func:`load_dataset`,
+  :func:`save_dataset`, :class:`FormatError`;
+* generators: :func:`layered_graph`, :func:`random_computation_graph`, :func:`synthetic_dataset`,
+  :func:`augment`, :func:`split_by_topology`, :func:`dedup`;
+* device-side graphs: :class:`PaddedGraph`, :class:`Bucket`, :func:`bucket_for`,
+  :func:`pad_graph`, :func:`batch_graphs`, :func:`pad_keys`;
+* the cost model (SPEC §2–§4): :class:`CostParams`, :class:`Evaluation`, :func:`evaluate`,
+  :func:`evaluate_population`, :func:`evaluate_batch`, :func:`score`, :func:`order_keys`,
+  and the host-side :func:`evaluate_graph` / :func:`evaluate_order`.
+"""
+
+from gsched.cost_model import (CostParams, Evaluation, evaluate, evaluate_batch, evaluate_graph,
+                               evaluate_order, evaluate_population, order_keys, score)
+from gsched.formats import (FormatError, load_dataset, load_graph, load_graphs, save_dataset,
+                            save_graph)
+from gsched.generators import (augment, dedup, layered_graph, random_computation_graph,
+                               split_by_topology, synthetic_dataset)
+from gsched.graph import Graph, GraphError, make_graph, topological_order
+from gsched.padding import Bucket, PaddedGraph, batch_graphs, bucket_for, pad_graph, pad_keys
+
+__version__ = "0.1.0"
+
+__all__ = [
+    "Bucket", "CostParams", "Evaluation", "FormatError", "Graph", "GraphError", "PaddedGraph",
+    "augment", "batch_graphs", "bucket_for", "dedup", "evaluate", "evaluate_batch",
+    "evaluate_graph", "evaluate_order", "evaluate_population", "layered_graph", "load_dataset",
+    "load_graph", "load_graphs", "make_graph", "order_keys", "pad_graph", "pad_keys",
+    "random_computation_graph", "save_dataset", "save_graph", "score", "split_by_topology",
+    "synthetic_dataset", "topological_order",
+]

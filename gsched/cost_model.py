@@ -173,7 +173,7 @@ def validate_keys(keys, graph: Graph, num_devices: int) -> np.ndarray:
             f"N={graph.num_ops}, T={graph.num_tensors}, D={num_devices}")
     bad = np.flatnonzero(~np.isfinite(keys) | (keys < 0) | (keys > 1))
     if bad.size:
-        raise ValueError(f"chromosome key {int(bad[0])} is {keys[bad[0]]!r}; keys must be "
+        raise ValueError(f"chromosome key {int(bad[0])} is {float(keys[bad[0]])!r}; keys must be "
                          "finite and in [0, 1]")
     return keys
 
@@ -196,15 +196,17 @@ def exact_float32_keys(keys: np.ndarray) -> np.ndarray:
 
 def check_cost_params(latency: float = 0.0, bandwidth: float = float("inf"),
                       capacity: float | None = None) -> CostParams:
-    """Validates cost-model settings on the host."""
-    if not (np.isfinite(latency) and latency >= 0):
-        raise ValueError(f"latency must be finite and >= 0, got {latency!r}")
-    if not (bandwidth > 0) or np.isnan(bandwidth):
-        raise ValueError(f"bandwidth must be > 0 (inf allowed), got {bandwidth!r}")
-    if capacity is not None and not (np.isfinite(capacity) and capacity >= 0):
-        raise ValueError(f"capacity must be finite and >= 0, got {capacity!r}")
-    return CostParams(np.float32(latency), np.float32(bandwidth),
-                      np.float32(np.inf if capacity is None else capacity))
+    """Validates cost-model settings on the host, as the float32 values the model will use."""
+    with np.errstate(over="ignore", under="ignore"):
+        lat, bw = np.float32(latency), np.float32(bandwidth)
+        cap = np.float32(np.inf if capacity is None else capacity)
+    if not (np.isfinite(lat) and lat >= 0):
+        raise ValueError(f"latency must be finite, >= 0 and within float32, got {latency!r}")
+    if np.isnan(bw) or not bw > 0:
+        raise ValueError(f"bandwidth must be > 0 (inf allowed) within float32, got {bandwidth!r}")
+    if capacity is not None and not (np.isfinite(cap) and cap >= 0):
+        raise ValueError(f"capacity must be finite, >= 0 and within float32, got {capacity!r}")
+    return CostParams(lat, bw, cap)
 
 
 def item_to_tuple(item: int, num_ops_padded: int, num_devices: int) -> tuple:

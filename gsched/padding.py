@@ -91,6 +91,19 @@ def _check_fits(graph: Graph, bucket: Bucket) -> None:
                              f"bucket's {room}; use a larger bucket (gsched.bucket_for)")
 
 
+FLOAT32_LIMIT = 1e30  # totals beyond this would overflow the cost model's float32 sums
+
+
+def _check_float32_range(graph: Graph) -> None:
+    totals = {"total tensor size plus temporary memory":
+              graph.tensor_size.sum() + graph.temporary_memory.max(initial=0.0),
+              "total compute cost": graph.compute_cost.sum()}
+    for what, total in totals.items():
+        if total > FLOAT32_LIMIT:
+            raise ValueError(f"graph {graph.name!r}: {what} is {total:.3g}, beyond what the "
+                             f"float32 cost model supports ({FLOAT32_LIMIT:.0e}); rescale units")
+
+
 def _padded(values: np.ndarray, size: int, dtype) -> np.ndarray:
     out = np.zeros(size, dtype)
     out[: values.shape[0]] = values
@@ -108,6 +121,7 @@ def pad_graph(graph: Graph, bucket: Bucket | None = None) -> PaddedGraph:
     """Pads ``graph`` into ``bucket`` (default: :func:`bucket_for`). Raises if it does not fit."""
     bucket = bucket or bucket_for(graph)
     _check_fits(graph, bucket)
+    _check_float32_range(graph)
     n, t, e = graph.num_ops, graph.num_tensors, graph.num_edges
     nb, tb, eb = bucket
 

@@ -1,0 +1,5 @@
+import sys
+
+from gsched.cli import main
+
+sys.exit(main())
