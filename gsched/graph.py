@@ -172,6 +172,13 @@ def _op_label(graph: Graph, j: int) -> str:
     return f"op {j} ({name!r})"
 
 
+def _reject_first(bad: np.ndarray, message) -> None:
+    """Raises ``GraphError(message(k))`` for the first index ``k`` where ``bad`` is True."""
+    hits = np.flatnonzero(bad)
+    if hits.size:
+        raise GraphError(message(int(hits[0])))
+
+
 def validate(graph: Graph) -> None:
     """Raises :class:`GraphError` naming the offending op if ``graph`` breaks SPEC §1."""
     n, t, e = graph.num_ops, graph.num_tensors, graph.num_edges
@@ -195,35 +202,23 @@ def validate(graph: Graph) -> None:
         raise GraphError(f"{_op_label(graph, j)} repeats op id {int(graph.op_ids[j])}")
     for field in ("compute_cost", "temporary_memory"):
         values = getattr(graph, field)
-        bad = np.flatnonzero(~np.isfinite(values) | (values < 0))
-        if bad.size:
-            j = int(bad[0])
-            raise GraphError(f"{_op_label(graph, j)} has invalid {field} {float(values[j])!r} "
-                             "(must be finite and >= 0)")
-    bad = np.flatnonzero((graph.tensor_producer < 0) | (graph.tensor_producer >= n))
-    if bad.size:
-        raise GraphError(f"tensor {int(bad[0])} has missing producer op "
-                         f"{int(graph.tensor_producer[bad[0]])} (graph has {n} ops)")
-    bad = np.flatnonzero(~np.isfinite(graph.tensor_size) | (graph.tensor_size < 0))
-    if bad.size:
-        k = int(bad[0])
-        raise GraphError(f"{_op_label(graph, int(graph.tensor_producer[k]))} produces tensor "
-                         f"{k} with invalid size {float(graph.tensor_size[k])!r} "
-                         "(must be finite and >= 0)")
-    bad = np.flatnonzero(graph.tensor_is_control & (graph.tensor_size != 0))
-    if bad.size:
-        k = int(bad[0])
-        raise GraphError(f"control tensor {k} of {_op_label(graph, int(graph.tensor_producer[k]))}"
-                         " must have size 0")
-    bad = np.flatnonzero((graph.edge_consumer < 0) | (graph.edge_consumer >= n))
-    if bad.size:
-        raise GraphError(f"consumer relation {int(bad[0])} names missing op "
-                         f"{int(graph.edge_consumer[bad[0]])} (graph has {n} ops)")
-    bad = np.flatnonzero((graph.edge_tensor < 0) | (graph.edge_tensor >= t))
-    if bad.size:
-        k = int(bad[0])
-        raise GraphError(f"{_op_label(graph, int(graph.edge_consumer[k]))} reads missing tensor "
-                         f"{int(graph.edge_tensor[k])} (graph has {t} tensors)")
+        _reject_first(~np.isfinite(values) | (values < 0), lambda j: (
+            f"{_op_label(graph, j)} has invalid {field} {float(values[j])!r} "
+            "(must be finite and >= 0)"))
+    producer, size = graph.tensor_producer, graph.tensor_size
+    _reject_first((producer < 0) | (producer >= n), lambda k: (
+        f"tensor {k} has missing producer op {int(producer[k])} (graph has {n} ops)"))
+    _reject_first(~np.isfinite(size) | (size < 0), lambda k: (
+        f"{_op_label(graph, int(producer[k]))} produces tensor {k} with invalid size "
+        f"{float(size[k])!r} (must be finite and >= 0)"))
+    _reject_first(graph.tensor_is_control & (size != 0), lambda k: (
+        f"control tensor {k} of {_op_label(graph, int(producer[k]))} must have size 0"))
+    consumer, tensor = graph.edge_consumer, graph.edge_tensor
+    _reject_first((consumer < 0) | (consumer >= n), lambda k: (
+        f"consumer relation {k} names missing op {int(consumer[k])} (graph has {n} ops)"))
+    _reject_first((tensor < 0) | (tensor >= t), lambda k: (
+        f"{_op_label(graph, int(consumer[k]))} reads missing tensor {int(tensor[k])} "
+        f"(graph has {t} tensors)"))
     pairs = graph.edge_tensor * max(n, 1) + graph.edge_consumer
     uniq, counts = np.unique(pairs, return_counts=True)
     if uniq.size != e:
