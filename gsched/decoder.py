@@ -9,24 +9,30 @@ The schedule is Kahn's algorithm with a priority queue, written so that one eval
 
 * every item gets a *rank*: its position in the order (priority descending, then item index
   ascending — exactly SPEC's tie rule "ops before transfers, then smaller op index, then
-  smaller (tensor, device)"), computed with one sort;
-* ready items are marked in a count tree over rank positions (fan-out 32), so the ready item
-  with the largest priority is the leftmost marked leaf, found in ``log₃₂ V`` small steps;
+  smaller (tensor, device)"), computed with two passes of a plain int32 sort; the loop state
+  is indexed by rank;
+* ready ranks are bits of int32 words, and counts of ready ranks above the words form a tree of
+  fan-out 32, so the ready item with the largest priority (the lowest ready rank) is found in
+  ``log₃₂ V`` small steps, and marking or unmarking a rank is one scatter-add per level;
 * when an item finishes, its CSR entry list (``PaddedGraph.entry_*``) is walked
   ``chunk`` entries per loop iteration: in-degrees drop, newly ready items are marked in the
   tree, and the item's end time is propagated to its successors' ready times.
 
 Times are exact fixed-point values (``gsched.fixedpoint``), so the runtime agrees with exact
-arithmetic. Everything is written for one chromosome; ``jax.vmap`` batches populations and
-graphs (the loop then runs until the slowest chromosome of the batch finishes).
+arithmetic. Everything is written for one chromosome and batched with ``jax.vmap``, except that
+the loop body :func:`schedule_step` has its own batching rule: it flattens every batch axis
+into one and indexes the flat arrays itself (``batch · rows + row``), which XLA compiles to
+far cheaper gathers and scatters than vmap's batched ones.
 """
 
 from __future__ import annotations
 
+import functools
 from typing import NamedTuple
 
 import jax
 import jax.numpy as jnp
+from jax import lax
 
 from gsched import fixedpoint as fp
 from gsched.padding import PaddedGraph
@@ -34,7 +40,8 @@ from gsched.padding import PaddedGraph
 TIME_LO_BITS = 24
 TIME_VALUE_BITS = 49
 FANOUT_BITS = 5
-FANOUT = 1 << FANOUT_BITS
+FANOUT = 1 << FANOUT_BITS  # tree fan-out, and ranks per leaf word (int32)
+_KEY_BITS = 30  # float32 keys in [0, 1] have bit patterns below 2**30
 
 
 class CostParams(NamedTuple):
@@ -101,19 +108,37 @@ def rank_items(priority: jnp.ndarray) -> tuple[jnp.ndarray, jnp.ndarray]:
 
     Returns ``(rank [V], item_at_rank [V])``. Priorities are keys in [0, 1]: their float32
     bit patterns, read as int32, order like the values (−0.0 is folded into +0.0 first).
+    XLA's CPU sort is several times faster on a single int32 operand than with a payload or a
+    comparator, so the (30-bit key, index) order is built from two such sorts of packed
+    ``value << b | payload`` ints (``b`` index bits): by the key's low bits and the index,
+    then by its high bits and the position in the first order. Falls back to a stable
+    argsort when ``V > 2**16`` (the packed values would not fit in 31 bits).
     """
-    bits = jax.lax.bitcast_convert_type(jnp.where(priority == 0, 0.0, priority).astype(
+    v = priority.shape[0]
+    bits = lax.bitcast_convert_type(jnp.where(priority == 0, 0.0, priority).astype(
         jnp.float32), jnp.int32)
-    item_at_rank = jnp.argsort(-bits, stable=True).astype(jnp.int32)
-    rank = jnp.zeros_like(item_at_rank).at[item_at_rank].set(
-        jnp.arange(priority.shape[0], dtype=jnp.int32))
+    b = max(1, (v - 1).bit_length())
+    if 2 * b > 62 - _KEY_BITS:
+        item_at_rank = jnp.argsort(-bits, stable=True).astype(jnp.int32)
+    else:
+        key = jnp.clip(0x3F800000 - bits, 0, (1 << _KEY_BITS) - 1)  # ascending = priority desc.
+        low_bits, mask = 31 - b, (1 << b) - 1
+        by_low = jnp.sort(jnp.left_shift(key & ((1 << low_bits) - 1), b)
+                          | jnp.arange(v, dtype=jnp.int32)) & mask
+        packed = (jnp.left_shift(jnp.right_shift(key[by_low], low_bits), b)
+                  | jnp.arange(v, dtype=jnp.int32))
+        item_at_rank = by_low[jnp.sort(packed) & mask]
+    rank = jnp.zeros_like(item_at_rank).at[item_at_rank].set(jnp.arange(v, dtype=jnp.int32))
     return rank, item_at_rank
 
 
-def _tree_levels(num_leaves: int) -> list[tuple[int, int]]:
-    """``(offset, size)`` of each level of the count tree, leaves first; sizes are multiples
-    of ``FANOUT`` and the top level is a single block."""
-    levels, offset, size = [], 0, -(-num_leaves // FANOUT) * FANOUT
+def _tree_levels(num_ranks: int) -> list[tuple[int, int]]:
+    """``(offset, size)`` of each level of the ready tree, leaves first: level 0 holds the
+    bit words (rank ``r`` is bit ``r % 32`` of word ``r // 32``), each level above counts the
+    ready ranks under each of its nodes. Sizes are multiples of ``FANOUT``; the top level is a
+    single block. The flat tree has one more (scratch) slot at the end."""
+    levels, offset = [], 0
+    size = -(-num_ranks // FANOUT ** 2) * FANOUT
     while True:
         levels.append((offset, size))
         offset += size
@@ -122,38 +147,102 @@ def _tree_levels(num_leaves: int) -> list[tuple[int, int]]:
         size = -(-(size // FANOUT) // FANOUT) * FANOUT
 
 
-def _ancestors(levels, leaf: jnp.ndarray) -> jnp.ndarray:
-    """``[..., L]`` flat tree indices of every level's node above leaf position ``leaf``."""
-    return jnp.stack([off + jnp.right_shift(leaf, FANOUT_BITS * level)
+def _tree_slots(levels, rank: jnp.ndarray) -> jnp.ndarray:
+    """``[..., L]`` flat tree index of the word and of every count above rank ``rank``."""
+    return jnp.stack([off + jnp.right_shift(rank, FANOUT_BITS * (level + 1))
                       for level, (off, _) in enumerate(levels)], axis=-1)
 
 
-def _tree_updates(levels, leaf: jnp.ndarray, item: jnp.ndarray, sign: int) -> jnp.ndarray:
-    """Values to add at ``_ancestors(levels, leaf)`` to mark (``sign=1``) or unmark (−1)
-    ``item`` at ``leaf``: the leaf holds ``item + 1``, inner nodes count marked leaves."""
-    ones = jnp.ones(leaf.shape + (len(levels) - 1,), jnp.int32)
-    return sign * jnp.concatenate([(item + 1)[..., None], ones], axis=-1)
+def _tree_updates(levels, rank: jnp.ndarray, sign: int) -> jnp.ndarray:
+    """Values to add at ``_tree_slots(levels, rank)`` to mark (``sign=1``) or unmark (−1) an
+    unmarked (resp. marked) ``rank``: its bit in the word, one in every count."""
+    bit = jnp.left_shift(jnp.int32(1), rank & (FANOUT - 1))
+    ones = jnp.ones(rank.shape + (len(levels) - 1,), jnp.int32)
+    return sign * jnp.concatenate([bit[..., None], ones], axis=-1)
 
 
-def _build_tree(levels, leaf_values: jnp.ndarray) -> jnp.ndarray:
-    """Flat tree (+1 scratch slot at the end) from ``[V]`` leaf values (0 = unmarked)."""
-    parts, counts = [], leaf_values
-    for off, size in levels:
+def _build_tree(levels, ready: jnp.ndarray) -> jnp.ndarray:
+    """Flat tree (+1 scratch slot) with the ranks where ``ready [V]`` (bool) is set marked."""
+    words_size = levels[0][1]
+    bits = jnp.pad(ready, (0, words_size * FANOUT - ready.shape[0])).reshape(-1, FANOUT)
+    words = jnp.sum(jnp.where(bits, jnp.left_shift(1, jnp.arange(FANOUT, dtype=jnp.int32)), 0),
+                    axis=1, dtype=jnp.int32)  # int32 wraps: bit 31 is the sign bit
+    parts, counts = [words], lax.population_count(words)
+    for _, size in levels[1:]:
+        counts = counts.reshape(-1, FANOUT).sum(axis=1)
         counts = jnp.pad(counts, (0, size - counts.shape[0]))
         parts.append(counts)
-        counts = (counts.reshape(-1, FANOUT) > 0).sum(axis=1) if off == 0 else \
-            counts.reshape(-1, FANOUT).sum(axis=1)
     return jnp.concatenate(parts + [jnp.zeros(1, jnp.int32)])
 
 
-def _leftmost_marked(levels, tree: jnp.ndarray) -> tuple[jnp.ndarray, jnp.ndarray]:
-    """``(leaf position, item)`` of the leftmost marked leaf (meaningless if none is)."""
-    index = jnp.int32(0)
-    for off, _ in reversed(levels):
-        block = jax.lax.dynamic_slice(tree, (off + index * FANOUT,), (FANOUT,))
-        j = jnp.argmax(block > 0).astype(jnp.int32)
+def _first_nonzero(block: jnp.ndarray) -> tuple[jnp.ndarray, jnp.ndarray]:
+    """``block [B, FANOUT]`` → (index of the first nonzero entry (``FANOUT − 1`` if none),
+    its value), ``[B]`` each; written as plain reductions, which XLA vectorizes."""
+    lane = jnp.arange(FANOUT, dtype=jnp.int32)
+    j = jnp.min(jnp.where(block != 0, lane, FANOUT - 1), axis=1)
+    return j, jnp.sum(jnp.where(lane == j[:, None], block, 0), axis=1)
+
+
+def _leftmost_ready(levels, tree: jnp.ndarray) -> tuple[jnp.ndarray, jnp.ndarray]:
+    """``tree [B, S]`` → (lowest ready rank, whether any rank is ready), ``[B]`` each (the
+    rank is meaningless where none is ready)."""
+    top = levels[-1][0]
+    block = tree[:, top: top + FANOUT]
+    has_ready = jnp.any(block != 0, axis=1)
+    index = jnp.zeros(tree.shape[0], jnp.int32)
+    for level in reversed(range(len(levels))):
+        if level < len(levels) - 1:
+            block = _window(tree, levels[level][0] + index * FANOUT, FANOUT)
+        j, value = _first_nonzero(block)
         index = index * FANOUT + j
-    return index, block[j] - 1
+    # ``value`` is the word ``index``; its lowest set bit is the rank's.
+    low_bit = lax.population_count((value & -value) - 1)
+    return index * FANOUT + jnp.minimum(low_bit, FANOUT - 1), has_ready
+
+
+# Flat gathers and scatters on [B, R, *C] arrays: row ``r`` of batch element ``b`` is row
+# ``b·R + r`` of the array reshaped to [B·R, *C].
+
+
+def _flat_index(table: jnp.ndarray, index: jnp.ndarray) -> jnp.ndarray:
+    """Flat row indices ``[B, K, 1]`` of rows ``index [B, K]`` of ``table [B, R, *C]``."""
+    rows = table.shape[1]
+    return (index + jnp.arange(table.shape[0], dtype=jnp.int32)[:, None] * rows)[..., None]
+
+
+def _flat(table: jnp.ndarray) -> jnp.ndarray:
+    return table.reshape((-1,) + table.shape[2:])
+
+
+def _window(table: jnp.ndarray, start: jnp.ndarray, size: int) -> jnp.ndarray:
+    """``table [B, R, *C]``, ``start [B]`` → ``[B, size, *C]``: rows ``start .. start + size``
+    of each batch element (in bounds)."""
+    cols = table.shape[2:]
+    dims = lax.GatherDimensionNumbers(offset_dims=tuple(range(1, 2 + len(cols))),
+                                      collapsed_slice_dims=(), start_index_map=(0,))
+    return lax.gather(_flat(table), _flat_index(table, start[:, None])[:, 0], dims,
+                      (size,) + cols, mode=lax.GatherScatterMode.PROMISE_IN_BOUNDS)
+
+
+def _rows(table: jnp.ndarray, index: jnp.ndarray) -> jnp.ndarray:
+    """``table [B, R, *C]``, ``index [B, K]`` → ``[B, K, *C]`` (in bounds)."""
+    cols = table.shape[2:]
+    dims = lax.GatherDimensionNumbers(offset_dims=tuple(range(2, 2 + len(cols))),
+                                      collapsed_slice_dims=(0,), start_index_map=(0,))
+    return lax.gather(_flat(table), _flat_index(table, index), dims, (1,) + cols,
+                      mode=lax.GatherScatterMode.PROMISE_IN_BOUNDS)
+
+
+def _scatter(table: jnp.ndarray, index: jnp.ndarray, values: jnp.ndarray, *,
+             add: bool) -> jnp.ndarray:
+    """``table`` with rows ``index [B, K]`` set to (or incremented by) ``values [B, K, *C]``."""
+    cols = table.shape[2:]
+    dims = lax.ScatterDimensionNumbers(update_window_dims=tuple(range(2, 2 + len(cols))),
+                                       inserted_window_dims=(0,),
+                                       scatter_dims_to_operand_dims=(0,))
+    scatter = lax.scatter_add if add else lax.scatter
+    return scatter(_flat(table), _flat_index(table, index), values, dims,
+                   mode=lax.GatherScatterMode.PROMISE_IN_BOUNDS).reshape(table.shape)
 
 
 def entry_items(graph: PaddedGraph, num_devices: int) -> tuple[jnp.ndarray, ...]:
@@ -188,12 +277,13 @@ def entry_items(graph: PaddedGraph, num_devices: int) -> tuple[jnp.ndarray, ...]
 
 
 class ScheduleTables(NamedTuple):
-    """Per-chromosome tables the schedule loop reads, packed in rows so that one gather
-    fetches what an item needs."""
+    """Per-chromosome tables the schedule loop reads, indexed by rank where they describe
+    items, packed in rows so that one gather fetches what a step needs."""
 
-    entry_item: jnp.ndarray  # [Q] int32, see :func:`entry_items`
-    pop_row: jnp.ndarray  # [V, 6] int32: device, source device, duration hi, lo, entries start, end
-    walk_row: jnp.ndarray  # [V, 2] int32: activation device (−1 never), rank
+    entry: jnp.ndarray  # [Q, 2] int32: rank, activation device (−1 never) of each entry's item
+    pop_row: jnp.ndarray  # [V, 6] int32 by rank: device, source device, duration hi, lo,
+    #                       entries start, end
+    item_at_rank: jnp.ndarray  # [V] int32
     time_unit: jnp.ndarray  # [] float32
     runtime_bound: jnp.ndarray  # [] float32
 
@@ -202,9 +292,10 @@ def schedule_init(graph: PaddedGraph, keys: jnp.ndarray, placement: Placement,
                   params: CostParams, num_devices: int) -> tuple[ScheduleTables, dict]:
     """Tables and the initial loop state of one chromosome (no batch axis).
 
-    Loop state: ``node [V + 1, 3]`` (in-degree, ready time hi, lo; row ``V`` is scratch for
-    masked writes), the count ``tree``, device ``free`` times, the ``order`` so far, and the
-    current item (whose entries are being walked) with its device and end time.
+    Loop state: ``node [V + 1, 3]`` by rank (in-degree, ready time hi, lo; once the item is
+    scheduled at step ``k`` the in-degree becomes ``−1 − k``; row ``V`` is scratch for masked
+    writes), the ready ``tree``, device ``free`` times ``[D, 2]`` (hi, lo), the step count,
+    and the current item (whose entries are being walked) with its device and end time.
     """
     n, t, d = graph.op_mask.shape[0], graph.tensor_mask.shape[0], num_devices
     v = n + t * d
@@ -227,10 +318,10 @@ def schedule_init(graph: PaddedGraph, keys: jnp.ndarray, placement: Placement,
                                            != device[graph.edge_consumer])
     op_indegree = (jnp.zeros(n, jnp.int32).at[graph.pair_consumer].add(same_device_pair)
                    .at[graph.edge_consumer].add(cross_device_edge))
-    indegree = jnp.concatenate([op_indegree, jnp.ones(t * d + 1, jnp.int32)])
+    indegree = jnp.concatenate([op_indegree, jnp.ones(t * d, jnp.int32)])
     ready0 = jnp.concatenate([graph.op_mask & (op_indegree == 0), jnp.zeros(t * d, bool)])
 
-    rank, _ = rank_items(item_priorities(keys, n, d))
+    rank, item_at_rank = rank_items(item_priorities(keys, n, d))
     entry_item, entry_start, entry_end = entry_items(graph, d)
     item_device = jnp.concatenate([device, jnp.tile(jnp.arange(d, dtype=jnp.int32), t)])
     item_source = jnp.concatenate([device, producer_device[xfer_tensor]])
@@ -238,89 +329,128 @@ def schedule_init(graph: PaddedGraph, keys: jnp.ndarray, placement: Placement,
     # from producers on their own device or from transfers to it; a transfer activates from
     # its producer (on the source device) if it exists.
     activation = jnp.concatenate([device, jnp.where(exists, producer_device[xfer_tensor], -1)])
+    pop_row = jnp.stack([item_device, item_source, duration.hi, duration.lo, entry_start,
+                         entry_end], axis=1)
     tables = ScheduleTables(
-        entry_item=entry_item,
-        pop_row=jnp.stack([item_device, item_source, duration.hi, duration.lo, entry_start,
-                           entry_end], axis=1),
-        walk_row=jnp.stack([activation, rank], axis=1),
+        entry=jnp.stack([rank[entry_item], activation[entry_item]], axis=1),
+        pop_row=pop_row[item_at_rank],
+        item_at_rank=item_at_rank,
         time_unit=unit,
         runtime_bound=runtime_bound,
     )
     zero = jnp.int32(0)
+    node = jnp.zeros((v + 1, 3), jnp.int32).at[:v, 0].set(indegree[item_at_rank])
     state = dict(
         cursor=zero, cursor_end=zero, current_device=zero, current_end=fp.Fixed(zero, zero),
-        node=jnp.stack([indegree, jnp.zeros(v + 1, jnp.int32), jnp.zeros(v + 1, jnp.int32)], 1),
-        tree=_build_tree(_tree_levels(v), jnp.zeros(v, jnp.int32).at[rank].set(
-            jnp.where(ready0, jnp.arange(v, dtype=jnp.int32) + 1, 0))),
-        free=jnp.zeros((d + 1, 2), jnp.int32),
-        makespan=fp.Fixed(zero, zero), order=jnp.full(v + 1, -1, jnp.int32), step=zero,
-        done=jnp.bool_(False),
+        node=node, tree=_build_tree(_tree_levels(v), ready0[item_at_rank]),
+        free=jnp.zeros((d, 2), jnp.int32), step=zero, done=jnp.bool_(False),
     )
     return tables, state
 
 
-def schedule_step(tables: ScheduleTables, s: dict, num_devices: int, chunk: int) -> dict:
+def schedule_step(tables: ScheduleTables, state: dict, num_devices: int, chunk: int) -> dict:
     """One loop iteration for one chromosome: if the current item's entries are all walked,
     schedule the ready item with the largest priority (it becomes current); then walk
-    ``chunk`` entries of the current item. A finished chromosome is left unchanged."""
-    d = num_devices
-    v = tables.pop_row.shape[0]
+    ``chunk`` entries of the current item. A finished chromosome is left unchanged.
+
+    Under ``jax.vmap`` (nested or not) the batch axes are flattened into one and the batched
+    step runs on flat arrays (see the module docstring)."""
+    one = jax.tree.map(lambda x: x[None], (tables, state))
+    return jax.tree.map(lambda x: x[0], _batched_step(num_devices, chunk)(*one))
+
+
+@functools.cache
+def _batched_step(num_devices: int, chunk: int):
+    """:func:`_step` as a ``custom_vmap`` function: vmapping it merges the new batch axis into
+    the existing leading one instead of batching every gather and scatter."""
+
+    @jax.custom_batching.custom_vmap
+    def step(tables, state):
+        return _step(tables, state, num_devices, chunk)
+
+    @step.def_vmap
+    def merged(axis_size, in_batched, tables, state):
+        def merge(x, batched):
+            x = x if batched else jnp.broadcast_to(x, (axis_size,) + x.shape)
+            return x.reshape((-1,) + x.shape[2:])
+
+        out = step(*jax.tree.map(merge, (tables, state), tuple(in_batched)))
+        out = jax.tree.map(lambda x: x.reshape((axis_size, -1) + x.shape[1:]), out)
+        return out, jax.tree.map(lambda _: True, out)
+
+    return step
+
+
+def _step(tables: ScheduleTables, s: dict, num_devices: int, chunk: int) -> dict:
+    """:func:`schedule_step` on a batch: every leaf has a leading axis ``[B]``."""
+    batch, v = tables.pop_row.shape[:2]
     levels = _tree_levels(v)
-    scratch = levels[-1][0] + FANOUT  # the tree's scratch slot
-    node, tree, free = s["node"], s["tree"], s["free"]
+    scratch = s["tree"].shape[1] - 1  # the tree's scratch slot
+    node, free = s["node"], s["free"]
 
     # Schedule the next item.
     want = (s["cursor"] >= s["cursor_end"]) & ~s["done"]
-    has_ready = jnp.sum(tree[levels[-1][0]: levels[-1][0] + FANOUT]) > 0
+    rank, has_ready = _leftmost_ready(levels, s["tree"])
     take = want & has_ready
-    leaf, item = _leftmost_marked(levels, tree)
-    item = jnp.clip(item, 0, v - 1)
-    pop = tables.pop_row[item]
-    dev, src, first, last = pop[0], pop[1], pop[4], pop[5]
-    ready = node[item]
-    busy = free[jnp.stack([dev, src])]  # [2, 2]
-    start = fp.maximum(fp.Fixed(ready[1], ready[2]),
-                       fp.maximum(fp.Fixed(busy[0, 0], busy[0, 1]),
-                                  fp.Fixed(busy[1, 0], busy[1, 1])))
-    end = fp.add(start, fp.Fixed(pop[2], pop[3]), TIME_LO_BITS)
-    free = free.at[jnp.where(take, jnp.stack([dev, src]), d)].set(
-        jnp.stack([end.hi, end.lo])[None, :])  # row d is scratch
+    pop = _rows(tables.pop_row, rank[:, None])[:, 0]  # [B, 6]
+    ready = _rows(node, rank[:, None])[:, 0]  # [B, 3]
+    dev, src, first, last = pop[:, 0], pop[:, 1], pop[:, 4], pop[:, 5]
+    device = jnp.arange(num_devices, dtype=jnp.int32)
+    uses = (device == dev[:, None]) | (device == src[:, None])  # [B, D]
+    start = fp.maximum(fp.Fixed(ready[:, 1], ready[:, 2]),
+                       fp.masked_max(fp.Fixed(free[..., 0], free[..., 1]), uses, axis=1))
+    end = fp.add(start, fp.Fixed(pop[:, 2], pop[:, 3]), TIME_LO_BITS)
+    free = jnp.where((uses & take[:, None])[..., None],
+                     jnp.stack([end.hi, end.lo], axis=1)[:, None, :], free)
     cursor = jnp.where(take, first, s["cursor"])
     cursor_end = jnp.where(take, last, s["cursor_end"])
     current_device = jnp.where(take, dev, s["current_device"])
     current_end = fp.where(take, end, s["current_end"])
 
-    # Walk entries of the current item.
-    window = cursor + jnp.arange(chunk, dtype=jnp.int32)
-    items = tables.entry_item[window]
-    row = tables.walk_row[items]
-    active = (window < cursor_end) & (row[:, 0] == current_device)
-    slot = jnp.where(active, items, v)
-    old = node[items]
-    raised = fp.maximum(fp.Fixed(old[:, 1], old[:, 2]), current_end)
-    node = node.at[slot].set(jnp.stack([old[:, 0] - 1, raised.hi, raised.lo], axis=1))
-    newly_ready = active & (old[:, 0] == 1)
-    marks = jnp.where(newly_ready[:, None], _ancestors(levels, row[:, 1]), scratch)
-    unmark = jnp.where(take, _ancestors(levels, leaf), scratch)
-    tree = tree.at[jnp.concatenate([marks.reshape(-1), unmark])].add(jnp.concatenate([
-        _tree_updates(levels, row[:, 1], items, 1).reshape(-1),
-        _tree_updates(levels, leaf, item, -1)]))
+    # Walk entries of the current item: the window starts at the cursor, or earlier near the
+    # end of the entry table (it then still covers every remaining entry).
+    num_entries = tables.entry.shape[1]
+    width = min(chunk, num_entries)
+    window = jnp.minimum(cursor, num_entries - width)
+    entry = _window(tables.entry, window, width)  # [B, width, 2]
+    position = window[:, None] + jnp.arange(width, dtype=jnp.int32)
+    succ = entry[..., 0]
+    active = ((position >= cursor[:, None]) & (position < cursor_end[:, None])
+              & (entry[..., 1] == current_device[:, None]))
+    old = _rows(node, succ)  # [B, width, 3]
+    raised = fp.maximum(fp.Fixed(old[..., 1], old[..., 2]),
+                        fp.Fixed(current_end.hi[:, None], current_end.lo[:, None]))
+    node = _scatter(
+        node,
+        jnp.concatenate([jnp.where(active, succ, v), jnp.where(take, rank, v)[:, None]], 1),
+        jnp.concatenate([jnp.stack([old[..., 0] - 1, raised.hi, raised.lo], axis=-1),
+                         jnp.stack([-1 - s["step"], ready[:, 1], ready[:, 2]], 1)[:, None]], 1),
+        add=False)
+    newly_ready = active & (old[..., 0] == 1)
+    slots = jnp.concatenate([
+        jnp.where(newly_ready[..., None], _tree_slots(levels, succ), scratch).reshape(batch, -1),
+        jnp.where(take[:, None], _tree_slots(levels, rank), scratch)], axis=1)
+    updates = jnp.concatenate([_tree_updates(levels, succ, 1).reshape(batch, -1),
+                               _tree_updates(levels, rank, -1)], axis=1)
     return dict(
-        cursor=cursor + chunk, cursor_end=cursor_end, current_device=current_device,
-        current_end=current_end, node=node, tree=tree, free=free,
-        makespan=fp.where(take, fp.maximum(s["makespan"], end), s["makespan"]),
-        order=s["order"].at[jnp.where(take, s["step"], v)].set(item),
-        step=s["step"] + take.astype(jnp.int32),
-        done=s["done"] | (want & ~has_ready),
+        cursor=window + width, cursor_end=cursor_end, current_device=current_device,
+        current_end=current_end, node=node,
+        tree=_scatter(s["tree"], slots, updates, add=True), free=free,
+        step=s["step"] + take.astype(jnp.int32), done=s["done"] | (want & ~has_ready),
     )
 
 
 def schedule_result(tables: ScheduleTables, final: dict) -> Schedule:
     """The :class:`Schedule` from a finished loop state (one chromosome)."""
     v = tables.pop_row.shape[0]
-    order = final["order"][:v]
-    position = jnp.full(v + 1, -1, jnp.int32).at[jnp.where(order >= 0, order, v)].set(
-        jnp.arange(v, dtype=jnp.int32))[:v]
+    indegree = final["node"][:v, 0]
+    scheduled = indegree < 0
+    step = jnp.where(scheduled, -1 - indegree, -1)  # by rank
+    position = jnp.zeros(v, jnp.int32).at[tables.item_at_rank].set(step)
+    order = jnp.full(v + 1, -1, jnp.int32).at[jnp.where(scheduled, step, v)].set(
+        tables.item_at_rank)[:v]
+    free = fp.Fixed(final["free"][:, 0], final["free"][:, 1])
+    makespan = fp.masked_max(free, jnp.ones(free.hi.shape, bool), axis=0)  # last end
     return Schedule(order, position, final["step"],
-                    fp.to_float(final["makespan"], tables.time_unit, TIME_LO_BITS),
+                    fp.to_float(makespan, tables.time_unit, TIME_LO_BITS),
                     tables.runtime_bound)

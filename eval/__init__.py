@@ -1,0 +1,1 @@
+"""Evaluation scripts and benchmarks (run as modules from the repository root)."""

@@ -1,0 +1,53 @@
+"""Smoke test of the cost-model benchmark (``eval/bench_cost_model.py``): a tiny run writes its
+Markdown section, and a re-run replaces that section without touching the others."""
+
+from __future__ import annotations
+
+import re
+
+from eval import bench_cost_model as bench
+
+TITLE = "Smoke test section"
+OTHER = "## GPU results from another machine\n\n| keep | me |\n| --- | --- |\n| 1 | 2 |\n"
+
+
+def _args(output) -> list[str]:
+    return ["--sizes", "20", "--devices", "1,2", "--population", "8", "--repeats", "1",
+            "--chunks", "8", "--sweep-populations", "", "--batch-graphs", "2",
+            "--output", str(output), "--section-title", TITLE]
+
+
+def _table_rows(text: str) -> list[str]:
+    return [line for line in text.splitlines() if re.match(r"\| 20 \| 32/\d+/\d+ \| [12] \|", line)]
+
+
+def test_bench_writes_and_replaces_its_section(tmp_path):
+    output = tmp_path / "benchmarks.md"
+    output.write_text("# Benchmarks\n\n" + OTHER)
+
+    results = bench.main(_args(output))
+    assert all(r.evals_per_s > 0 and r.compile_s >= 0 for r in results.values())
+    first = output.read_text()
+    assert first.count(f"## {TITLE}") == 1
+    assert len(_table_rows(first)) == 2  # N=20 × D ∈ {1, 2}
+    assert "Batch of 2 different 20-op graphs" in first
+    assert "- Date: " in first and "- Machine: " in first and "- Command: `python -m " in first
+    assert OTHER in first
+
+    bench.main(_args(output))  # compiled functions are cached: fast
+    second = output.read_text()
+    assert second.count(f"## {TITLE}") == 1
+    assert len(_table_rows(second)) == 2
+    assert second.count("## GPU results from another machine") == 1 and OTHER in second
+    assert second.startswith("# Benchmarks\n")
+
+
+def test_write_section_keeps_sections_after_it(tmp_path):
+    output = tmp_path / "b.md"
+    output.write_text("# Benchmarks\n\n## A\n\nold a\n\n## B\n\nbody b\n")
+    bench.write_section(output, "A", "new a\n")
+    assert output.read_text() == "# Benchmarks\n\n## A\n\nnew a\n\n## B\n\nbody b\n"
+    bench.write_section(output, "C", "c\n")
+    assert output.read_text().endswith("## B\n\nbody b\n\n## C\n\nc\n")
+    bench.write_section(tmp_path / "new" / "x.md", "A", "a\n")
+    assert (tmp_path / "new" / "x.md").read_text().startswith(bench.FILE_HEADER)
