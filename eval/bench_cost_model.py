@@ -5,6 +5,9 @@ random graphs (:func:`gsched.generators.random_computation_graph`, fixed seed) o
 and device counts ``D``, with compile time reported apart from steady-state time, plus
 
 * one row for a batch of several different graphs through :func:`evaluate_batch`;
+* one row with the population split over all host devices
+  (:func:`evaluate_population_sharded`; the benchmark process asks XLA for one CPU device per
+  core before JAX starts, so every core runs its own schedule loop);
 * a sweep of the ``chunk`` static argument and of the population size on the reference size
   (500 ops, D = 2 by default);
 * the scaling check: time per evaluation divided by ``N·log₂N``, relative to the reference
@@ -39,7 +42,8 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from gsched.cost_model import check_cost_params, evaluate_batch, evaluate_population
+from gsched.cost_model import (check_cost_params, evaluate_batch, evaluate_population,
+                               evaluate_population_sharded)
 from gsched.generators import random_computation_graph
 from gsched.graph import Graph
 from gsched.padding import PaddedGraph, batch_graphs, bucket_for, pad_graph
@@ -77,6 +81,7 @@ class Config:
     population: int
     chunk: int = DEFAULT_CHUNK
     batch: int = 0
+    sharded: bool = False  # population split over every device (evaluate_population_sharded)
 
     @property
     def evaluations(self) -> int:
@@ -86,7 +91,8 @@ class Config:
         graphs = f"{self.batch}×{self.num_ops}-op graphs" if self.batch else \
             f"{self.num_ops}-op graph"
         return (f"{graphs}, D={self.num_devices}, P={self.population}"
-                f"{' per graph' if self.batch else ''}, chunk={self.chunk}")
+                f"{' per graph' if self.batch else ''}, chunk={self.chunk}"
+                f"{f', sharded over {len(jax.devices())} devices' if self.sharded else ''}")
 
 
 @dataclasses.dataclass
@@ -161,6 +167,9 @@ def measure(config: Config, graphs: _Graphs, repeats: int, key: jnp.ndarray) -> 
     params = check_cost_params(LATENCY, BANDWIDTH)
     fn = evaluate_batch if config.batch else evaluate_population
     static = dict(num_devices=config.num_devices, chunk=config.chunk)
+    if config.sharded:
+        fn = evaluate_population_sharded
+        static["mesh"] = jax.sharding.Mesh(np.array(jax.devices()), ("population",))
 
     start = time.perf_counter()
     out = jax.block_until_ready(fn(padded, keys, params, **static))
@@ -176,7 +185,7 @@ def measure(config: Config, graphs: _Graphs, repeats: int, key: jnp.ndarray) -> 
         jax.block_until_ready(fn(padded, keys, params, **static))
         times.append(time.perf_counter() - start)
     return Result(config, tuple(bucket), first, times,
-                  _temp_bytes(fn, padded, keys, params, **static))
+                  None if config.sharded else _temp_bytes(fn, padded, keys, params, **static))
 
 
 # ------------------------------------------------------------------------------ reporting
@@ -236,6 +245,7 @@ def _row(cells: Sequence[str]) -> str:
 
 
 def render(results: dict[Config, Result], main: list[Config], batch: Config | None,
+           sharded: Config | None,
            chunk_sweep: list[Config], population_sweep: list[Config], reference_size: int,
            header_lines: list[str], memory_lines: list[str]) -> str:
     """The Markdown body of the section (without its ``##`` title)."""
@@ -278,6 +288,18 @@ def render(results: dict[Config, Result], main: list[Config], batch: Config | No
                 f"{r.us_per_eval:,.1f} µs/eval, compile {r.compile_s:.1f} s, XLA temp "
                 f"{_mib(r.temp_bytes)} MiB"
                 + (f" (one graph, same D: {single.evals_per_s:,.0f} evals/s)." if single
+                   else ".")]
+
+    if sharded is not None and sharded in results:
+        r = results[sharded]
+        single = next((results[c] for c in main if c.num_ops == sharded.num_ops
+                       and c.num_devices == sharded.num_devices), None)
+        out += ["", f"**Population sharded over {len(jax.devices())} host devices** "
+                f"(`evaluate_population_sharded`, {sharded.num_ops}-op graph, "
+                f"D={sharded.num_devices}, P={sharded.population}): "
+                f"{r.evals_per_s:,.0f} evals/s, {r.us_per_eval:,.1f} µs/eval, compile "
+                f"{r.compile_s:.1f} s"
+                + (f" (unsharded, same P: {single.evals_per_s:,.0f} evals/s)." if single
                    else ".")]
 
     for title, sweep, what in (("`chunk` sweep", chunk_sweep, "chunk"),
@@ -401,6 +423,10 @@ def _log(msg: str) -> None:
 def main(argv: Sequence[str] | None = None) -> dict[Config, Result]:
     argv = list(sys.argv[1:] if argv is None else argv)
     args = parse_args(argv)
+    # One XLA CPU device per core, for the sharded row. Takes effect only if JAX's backends
+    # are not initialized yet (true when run as a program); otherwise that row is skipped.
+    os.environ["XLA_FLAGS"] = (os.environ.get("XLA_FLAGS", "") + " --xla_force_host_platform_"
+                               f"device_count={os.cpu_count() or 1}").strip()
     backend = jax.default_backend()
     device_kind = jax.devices()[0].device_kind
     title = args.section_title or (
@@ -418,6 +444,9 @@ def main(argv: Sequence[str] | None = None) -> dict[Config, Result]:
     if args.batch_graphs > 0:
         batch_cfg = Config(ref_n, ref_d, max(1, ref_p // args.batch_graphs),
                            batch=args.batch_graphs)
+    sharded_cfg = None
+    if len(jax.devices()) > 1 and ref_p % len(jax.devices()) == 0:
+        sharded_cfg = Config(ref_n, ref_d, ref_p, sharded=True)
     chunk_cfgs = [Config(ref_n, ref_d, ref_p, chunk=c) for c in args.chunks]
     sweep_ps = args.sweep_populations if args.sweep_populations is not None else \
         (max(1, ref_p // 4), ref_p, 4 * ref_p)
@@ -426,6 +455,7 @@ def main(argv: Sequence[str] | None = None) -> dict[Config, Result]:
     pop_cfgs = [Config(ref_n, ref_d, p) for p in sorted(set(sweep_ps))]
 
     todo = list(dict.fromkeys(main_cfgs + ([batch_cfg] if batch_cfg else [])
+                              + ([sharded_cfg] if sharded_cfg else [])
                               + chunk_cfgs + pop_cfgs))
     _log(f"backend {backend} ({device_kind}); {len(todo)} configs; output {args.output}, "
          f"section '{title}'")
@@ -456,7 +486,7 @@ def main(argv: Sequence[str] | None = None) -> dict[Config, Result]:
     if stats:
         memory.append(f"- Device peak memory in use: {stats} MiB")
     memory.append(f"- Total benchmark wall time: {time.perf_counter() - start:.0f} s")
-    body = render(results, main_cfgs, batch_cfg, chunk_cfgs if len(chunk_cfgs) > 1 else [],
+    body = render(results, main_cfgs, batch_cfg, sharded_cfg, chunk_cfgs if len(chunk_cfgs) > 1 else [],
                   pop_cfgs if len(pop_cfgs) > 1 else [], ref_n, header, memory)
     write_section(args.output, title, body)
     _log(f"wrote section '{title}' to {args.output}")

@@ -10,12 +10,14 @@ The public surface, re-exported here name by name (code lives in the sub-modules
 * device-side graphs: :class:`PaddedGraph`, :class:`Bucket`, :func:`bucket_for`,
   :func:`pad_graph`, :func:`batch_graphs`, :func:`pad_keys`;
 * the cost model (SPEC §2–§4): :class:`CostParams`, :class:`Evaluation`, :func:`evaluate`,
-  :func:`evaluate_population`, :func:`evaluate_batch`, :func:`score`, :func:`order_keys`,
+  :func:`evaluate_population`, :func:`evaluate_population_sharded`,
+  :func:`evaluate_batch`, :func:`score`, :func:`order_keys`,
   and the host-side :func:`evaluate_graph` / :func:`evaluate_order`.
 """
 
 from gsched.cost_model import (CostParams, Evaluation, evaluate, evaluate_batch, evaluate_graph,
-                               evaluate_order, evaluate_population, order_keys, score)
+                               evaluate_order, evaluate_population,
+                               evaluate_population_sharded, order_keys, score)
 from gsched.formats import (FormatError, load_dataset, load_graph, load_graphs, save_dataset,
                             save_graph)
 from gsched.generators import (augment, dedup, layered_graph, random_computation_graph,
@@ -28,7 +30,7 @@ __version__ = "0.1.0"
 __all__ = [
     "Bucket", "CostParams", "Evaluation", "FormatError", "Graph", "GraphError", "PaddedGraph",
     "augment", "batch_graphs", "bucket_for", "dedup", "evaluate", "evaluate_batch",
-    "evaluate_graph", "evaluate_order", "evaluate_population", "layered_graph", "load_dataset",
+    "evaluate_graph", "evaluate_order", "evaluate_population", "evaluate_population_sharded", "layered_graph", "load_dataset",
     "load_graph", "load_graphs", "make_graph", "order_keys", "pad_graph", "pad_keys",
     "random_computation_graph", "save_dataset", "save_graph", "score", "split_by_topology",
     "synthetic_dataset", "topological_order",

@@ -119,6 +119,38 @@ def evaluate_batch(graphs: PaddedGraph, keys: jnp.ndarray, params: CostParams = 
     return _evaluate(graphs, pinned, params, keys, num_devices, chunk, (True, False))
 
 
+@functools.cache
+def _sharded_population_fn(mesh: jax.sharding.Mesh, axis: str, num_devices: int, chunk: int):
+    spec = jax.sharding.PartitionSpec
+
+    def local(graph, keys, params, pinned):
+        return _evaluate(graph, pinned, params, keys, num_devices, chunk, (False,))
+
+    return jax.jit(jax.shard_map(local, mesh=mesh, in_specs=(spec(), spec(axis), spec(), spec()),
+                                 out_specs=spec(axis), check_vma=False))
+
+
+def evaluate_population_sharded(graph: PaddedGraph, keys: jnp.ndarray,
+                                params: CostParams = CostParams(), *, num_devices: int,
+                                mesh: jax.sharding.Mesh, axis: str | None = None,
+                                pinned: jnp.ndarray | None = None,
+                                chunk: int = 8) -> Evaluation:
+    """:func:`evaluate_population` with the population split over ``mesh``'s devices.
+
+    Each device runs its own schedule loop on its share (no per-step communication), so on a
+    CPU with ``--xla_force_host_platform_device_count=<cores>`` every core works on separate
+    chromosomes. ``P`` must be divisible by the mesh size along ``axis`` (default: the mesh's
+    first axis). Compiles once per (mesh, bucket, number of devices).
+    """
+    axis = axis or mesh.axis_names[0]
+    if keys.shape[0] % mesh.shape[axis]:
+        raise ValueError(f"population {keys.shape[0]} is not divisible by the {mesh.shape[axis]} "
+                         f"devices of mesh axis {axis!r}")
+    pinned = jnp.full(graph.op_mask.shape, -1, jnp.int32) if pinned is None else pinned
+    fn = _sharded_population_fn(mesh, axis, num_devices, chunk)
+    return fn(graph, keys, jax.tree.map(jnp.asarray, params), pinned)
+
+
 def score(evaluation: Evaluation, objective: Objective, params: CostParams) -> jnp.ndarray:
     """The value an optimizer minimizes (float32, any batch shape).
 
