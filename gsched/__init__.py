@@ -12,9 +12,14 @@ The public surface, re-exported here name by name (code lives in the sub-modules
 * the cost model (SPEC §2–§4): :class:`CostParams`, :class:`Evaluation`, :func:`evaluate`,
   :func:`evaluate_population`, :func:`evaluate_population_sharded`,
   :func:`evaluate_batch`, :func:`score`, :func:`order_keys`,
-  and the host-side :func:`evaluate_graph` / :func:`evaluate_order`.
+  and the host-side :func:`evaluate_graph` / :func:`evaluate_order`;
+* BRKGA (REGAL §3.2): :class:`BRKGAConfig`, :class:`BRKGAParams`, :class:`BRKGAResult`,
+  :func:`uniform_params`, :func:`brkga_run`, :func:`brkga_run_batch`.
 """
 
+from gsched.brkga import BRKGAConfig, BRKGAParams, BRKGAResult, uniform_params
+from gsched.brkga import run as brkga_run
+from gsched.brkga import run_batch as brkga_run_batch
 from gsched.cost_model import (CostParams, Evaluation, evaluate, evaluate_batch, evaluate_graph,
                                evaluate_order, evaluate_population,
                                evaluate_population_sharded, order_keys, score)
@@ -28,7 +33,8 @@ from gsched.padding import Bucket, PaddedGraph, batch_graphs, bucket_for, pad_gr
 __version__ = "0.1.0"
 
 __all__ = [
-    "Bucket", "CostParams", "Evaluation", "FormatError", "Graph", "GraphError", "PaddedGraph",
+    "BRKGAConfig", "BRKGAParams", "BRKGAResult", "brkga_run", "brkga_run_batch",
+    "uniform_params", "Bucket", "CostParams", "Evaluation", "FormatError", "Graph", "GraphError", "PaddedGraph",
     "augment", "batch_graphs", "bucket_for", "dedup", "evaluate", "evaluate_batch",
     "evaluate_graph", "evaluate_order", "evaluate_population", "evaluate_population_sharded", "layered_graph", "load_dataset",
     "load_graph", "load_graphs", "make_graph", "order_keys", "pad_graph", "pad_keys",
