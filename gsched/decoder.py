@@ -14,7 +14,8 @@ The schedule is Kahn's algorithm with a priority queue, written so that one eval
 * ready ranks are bits of int32 words, and counts of ready ranks above the words form a tree of
   fan-out 32, so the ready item with the largest priority (the lowest ready rank) is found in
   ``log₃₂ V`` small steps, and marking or unmarking a rank is one scatter-add per level;
-* when an item finishes, its CSR entry list (``PaddedGraph.entry_*``) is walked
+* when an item finishes, its CSR successor list (:func:`entry_items`, built once per graph
+  from the padded graph's ranges) is walked
   ``chunk`` entries per loop iteration: in-degrees drop, newly ready items are marked in the
   tree, and the item's end time is propagated to its successors' ready times.
 
