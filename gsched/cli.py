@@ -3,20 +3,33 @@
 Each command prints one JSON object on stdout and exits 0; bad input gives a one-line
 ``gsched: error: ...`` on stderr and exit status 2. A command is an entry of ``COMMANDS``:
 ``name → (help, add_arguments(parser), run(args) -> dict)``.
+
+Commands:
+
+* ``evaluate`` — decode and score one chromosome;
+* ``optimize`` — run one optimizer (an entry of ``METHODS``) with an exact budget of cost-model
+  evaluations on one graph or a batch of graphs (all padded to one bucket, one jitted call).
 """
 
 from __future__ import annotations
 
 import argparse
+import functools
 import json
 import sys
+import time
 from pathlib import Path
+from typing import Callable
 
+import jax
 import numpy as np
 
-from gsched.cost_model import check_cost_params, evaluate_graph, validate_keys
-from gsched.formats import FormatError, load_graph
+from gsched import brkga, random_search
+from gsched.cost_model import (OBJECTIVES, CostParams, check_cost_params, evaluate_graph,
+                               evaluation_to_dict, validate_keys)
+from gsched.formats import FormatError, load_graph, load_graphs
 from gsched.graph import Graph, GraphError
+from gsched.padding import PaddedGraph, batch_graphs, bucket_for
 
 
 class UsageError(Exception):
@@ -97,8 +110,137 @@ def _run_evaluate(args: argparse.Namespace) -> dict:
             "num_tensors": graph.num_tensors, **result}
 
 
+# --- optimize -----------------------------------------------------------------------------
+
+
+def _brkga(key: jax.Array, graphs: PaddedGraph, cost_params: CostParams, *, num_devices: int,
+           budget: int, objective: str):
+    """BRKGA with REGAL's defaults (π = 100, π_e = 10, π_c = 80, ρ = 0.7, uniform genes)."""
+    return brkga.run_batch(key, graphs, brkga.BRKGAConfig(), num_devices=num_devices,
+                           budget=budget, objective=objective, cost_params=cost_params)
+
+
+def _random(key: jax.Array, graphs: PaddedGraph, cost_params: CostParams, *, num_devices: int,
+            budget: int, objective: str):
+    """Random search: the best of ``budget`` uniform chromosomes, evaluated in chunks."""
+    return random_search.run_batch(key, graphs, num_devices=num_devices, budget=budget,
+                                   objective=objective, cost_params=cost_params)
+
+
+# name → traceable ``fn(key, graphs [B], cost_params, *, num_devices, budget, objective)``
+# returning a result with ``best_evaluation`` (leading [B]) and ``evals_used`` ([B]).
+METHODS: dict[str, Callable] = {
+    "brkga": _brkga,
+    "random": _random,
+}
+
+
+def _method(text: str) -> str:
+    if text not in METHODS:
+        raise argparse.ArgumentTypeError(
+            f"unknown method {text!r} (available: {', '.join(METHODS)})")
+    return text
+
+
+def _seed(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected an integer, got {text!r}") from None
+    if not 0 <= value < 2 ** 32:
+        raise argparse.ArgumentTypeError(f"must be in [0, 2**32), got {value}")
+    return value
+
+
+def _add_optimize(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--graph", type=Path, required=True, action="append",
+                        help="graph file or folder of graph files (repeatable); several graphs "
+                             "are optimized as one batch")
+    parser.add_argument("--devices", type=_positive_int, required=True,
+                        help="number of devices D")
+    parser.add_argument("--method", type=_method, required=True,
+                        help=f"optimizer: {', '.join(METHODS)}")
+    parser.add_argument("--evals", type=_positive_int, required=True,
+                        help="budget K: cost-model evaluations per graph")
+    parser.add_argument("--objective", choices=OBJECTIVES, default="peak_memory",
+                        help="value to minimize (default peak_memory)")
+    parser.add_argument("--seed", type=_seed, default=0, help="random seed (default 0)")
+    parser.add_argument("--latency", type=float, default=0.0, help="transfer latency (default 0)")
+    parser.add_argument("--bandwidth", type=float, default=float("inf"),
+                        help="transfer bandwidth (default inf)")
+    parser.add_argument("--capacity", type=float, default=None,
+                        help="per-device memory capacity (default none)")
+
+
+def _load_inputs(paths: list[Path]) -> list[tuple[str, Graph]]:
+    try:
+        return load_graphs(paths)
+    except OSError as err:
+        name = err.filename if err.filename is not None else "graph file"
+        raise UsageError(f"cannot read graph file {name}: {err.strerror or err}") from None
+    except (FormatError, GraphError) as err:
+        raise UsageError(str(err)) from None
+
+
+@functools.lru_cache(maxsize=8)
+def _compiled_search(method: str, num_devices: int, budget: int, objective: str, signature):
+    """The method's whole search, traced and compiled ahead of time for operands
+    ``(key, graphs, cost_params)`` of the given shapes (a ``ShapeDtypeStruct`` pytree), so
+    compilation is timed apart from the run. Cached: a repeated search in the same process
+    (e.g. ``main`` called twice) reuses the executable."""
+    search = jax.jit(functools.partial(METHODS[method], num_devices=num_devices, budget=budget,
+                                       objective=objective))
+    return search.lower(*signature).compile()
+
+
+def _run_optimize(args: argparse.Namespace) -> dict:
+    with np.errstate(over="ignore"):
+        try:
+            cost_params = check_cost_params(args.latency, args.bandwidth, args.capacity)
+        except ValueError as err:
+            raise UsageError(str(err)) from None
+    inputs = _load_inputs(args.graph)
+    graphs = [graph for _, graph in inputs]
+    bucket = bucket_for(graphs)
+    try:
+        padded = batch_graphs(graphs, bucket)
+    except ValueError as err:
+        raise UsageError(str(err)) from None
+
+    key = jax.random.PRNGKey(args.seed)
+    operands = jax.device_put((key, padded, cost_params))
+    signature = jax.tree.map(lambda x: jax.ShapeDtypeStruct(x.shape, x.dtype), operands)
+    start = time.perf_counter()
+    compiled = _compiled_search(args.method, args.devices, args.evals, args.objective,
+                                signature)
+    compile_seconds = time.perf_counter() - start
+    start = time.perf_counter()
+    result = jax.block_until_ready(compiled(*operands))
+    wall_seconds = time.perf_counter() - start
+
+    evaluations, evals_used = jax.device_get((result.best_evaluation, result.evals_used))
+    results = []
+    for b, (path, graph) in enumerate(inputs):
+        fields = evaluation_to_dict(jax.tree.map(lambda x: x[b], evaluations), graph, bucket,
+                                    args.devices)
+        if not np.all(np.isfinite([fields["runtime"], *fields["device_peaks"]])):
+            raise UsageError(f"{path}: runtime or peak memory overflows the cost model's "
+                             "float32 range (sizes, costs, latency or 1/bandwidth too large)")
+        results.append({"graph": path, "objective": args.objective,
+                         "value": fields[args.objective], "evals_used": int(evals_used[b]),
+                         "num_ops": graph.num_ops, "num_tensors": graph.num_tensors, **fields})
+    common = {"method": args.method, "objective": args.objective, "num_devices": args.devices}
+    timing = {"wall_seconds": wall_seconds, "compile_seconds": compile_seconds}
+    single = len(args.graph) == 1 and not args.graph[0].is_dir()
+    if single:
+        return {**common, **results[0], **timing}
+    return {**common, "evals_per_graph": args.evals, **timing, "results": results}
+
+
 COMMANDS = {
     "evaluate": ("decode and score one chromosome", _add_evaluate, _run_evaluate),
+    "optimize": ("search for a placement and schedule with a budget of cost-model evaluations",
+                 _add_optimize, _run_optimize),
 }
 
 
