@@ -277,9 +277,7 @@ def render(results: dict[Config, Result], main: list[Config], batch: Config | No
                     f"D={d}: k = {k:.2f}" for d, _, k in exponents) + "."]
 
     if batch is not None and batch in results:
-        r = results[batch]
-        single = next((results[c] for c in main if c.num_ops == batch.num_ops
-                       and c.num_devices == batch.num_devices), None)
+        r, single = results[batch], _plain_row(results, main, batch)
         out += ["", f"**Batch of {batch.batch} different {batch.num_ops}-op graphs** "
                 f"(`evaluate_batch`, seeds {GRAPH_SEED}..{GRAPH_SEED + batch.batch - 1}, "
                 f"D={batch.num_devices}, P={batch.population} per graph, "
@@ -291,9 +289,7 @@ def render(results: dict[Config, Result], main: list[Config], batch: Config | No
                    else ".")]
 
     if sharded is not None and sharded in results:
-        r = results[sharded]
-        single = next((results[c] for c in main if c.num_ops == sharded.num_ops
-                       and c.num_devices == sharded.num_devices), None)
+        r, single = results[sharded], _plain_row(results, main, sharded)
         out += ["", f"**Population sharded over {len(jax.devices())} host devices** "
                 f"(`evaluate_population_sharded`, {sharded.num_ops}-op graph, "
                 f"D={sharded.num_devices}, P={sharded.population}): "
@@ -323,6 +319,12 @@ def render(results: dict[Config, Result], main: list[Config], batch: Config | No
                              _mib(r.temp_bytes)]))
     out += [""] + memory_lines
     return "\n".join(out).rstrip("\n") + "\n"
+
+
+def _plain_row(results, main, config: Config) -> Result | None:
+    """The main-table result with the same graph size and D as ``config``, if measured."""
+    return next((results[c] for c in main if c.num_ops == config.num_ops
+                 and c.num_devices == config.num_devices), None)
 
 
 def _exponents(results, main, reference_size) -> list[tuple[int, float, float]]:
