@@ -24,7 +24,7 @@ from typing import Callable
 import jax
 import numpy as np
 
-from gsched import brkga, random_search
+from gsched import brkga, local_search, random_search
 from gsched.cost_model import (OBJECTIVES, CostParams, check_cost_params, evaluate_graph,
                                evaluation_to_dict, validate_keys)
 from gsched.formats import FormatError, load_graph, load_graphs
@@ -129,9 +129,17 @@ def _random(key: jax.Array, graphs: PaddedGraph, cost_params: CostParams, *, num
 
 # name → traceable ``fn(key, graphs [B], cost_params, *, num_devices, budget, objective)``
 # returning a result with ``best_evaluation`` (leading [B]) and ``evals_used`` ([B]).
+def _local(key: jax.Array, graphs: PaddedGraph, cost_params: CostParams, *, num_devices: int,
+           budget: int, objective: str):
+    """Local search: sampled best one-step moves (device / order), random restarts."""
+    return local_search.run_batch(key, graphs, num_devices=num_devices, budget=budget,
+                                  objective=objective, cost_params=cost_params)
+
+
 METHODS: dict[str, Callable] = {
     "brkga": _brkga,
     "random": _random,
+    "local_search": _local,
 }
 
 

@@ -52,6 +52,15 @@ def check_consistent(result, graph, num_devices):
 
 
 @needs_diamond
+def test_local_search_finds_diamond_optimum(capsys):
+    args = [a if a != "brkga" else "local_search" for a in DIAMOND_ARGS]
+    result = optimize(capsys, *args)
+    assert result["method"] == "local_search" and result["evals_used"] == 300
+    assert result["value"] == 12.0  # the optimum: a c b d
+    check_consistent(result, gsched.load_graph(DIAMOND), 1)
+
+
+@needs_diamond
 def test_brkga_finds_diamond_optimum(capsys):
     result = optimize(capsys, *DIAMOND_ARGS)
     assert SINGLE_FIELDS <= result.keys()
@@ -117,7 +126,7 @@ def test_bad_input(capsys, tmp_path):
     g = ["--graph", str(DIAMOND), "--devices", "1"]
     cases = [
         ([*g, "--method", "annealing", "--evals", "5"],
-         "unknown method 'annealing' (available: brkga, random)"),
+         "unknown method 'annealing' (available: brkga, random, local_search)"),
         ([*g, "--method", "brkga", "--evals", "0"], "--evals: must be >= 1, got 0"),
         ([*g, "--method", "brkga", "--evals", "-3"], "--evals: must be >= 1"),
         ([*g, "--method", "brkga", "--evals", "5", "--objective", "speed"],
