@@ -67,7 +67,8 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from gsched.cost_model import OBJECTIVES, CostParams, Evaluation, evaluate_batch, score
+from gsched.cost_model import (CostParams, Evaluation, check_search_settings, evaluate_batch,
+                               is_int, score)
 from gsched.padding import PaddedGraph
 
 __all__ = [
@@ -536,23 +537,12 @@ def _concrete(x) -> np.ndarray | None:
     return np.asarray(x)
 
 
-def _is_int(x) -> bool:
-    return isinstance(x, (int, np.integer)) and not isinstance(x, (bool, np.bool_))
-
 
 def _check_static(config, budget, num_devices, objective, chunk) -> None:
     if not isinstance(config, BRKGAConfig):
         raise TypeError(f"config must be a BRKGAConfig, got {type(config).__name__}")
-    if not _is_int(budget):
-        raise TypeError(f"budget must be an int (number of cost-model evaluations), "
-                        f"got {budget!r}")
-    if budget <= 0:
-        raise ValueError(f"budget must be a positive number of evaluations, got {budget}")
-    if not _is_int(num_devices) or num_devices < 1:
-        raise ValueError(f"num_devices must be an int >= 1, got {num_devices!r}")
-    if objective not in OBJECTIVES:
-        raise ValueError(f"unknown objective {objective!r}; expected one of {OBJECTIVES}")
-    if not _is_int(chunk) or chunk < 1:
+    check_search_settings(budget, num_devices, objective)
+    if not is_int(chunk) or chunk < 1:
         raise ValueError(f"chunk must be an int >= 1, got {chunk!r}")
 
 

@@ -241,6 +241,25 @@ def check_cost_params(latency: float = 0.0, bandwidth: float = float("inf"),
     return CostParams(lat, bw, cap)
 
 
+def is_int(x) -> bool:
+    """A Python or NumPy integer (not a bool)."""
+    return isinstance(x, (int, np.integer)) and not isinstance(x, (bool, np.bool_))
+
+
+def check_search_settings(budget, num_devices, objective) -> None:
+    """Validates the settings every optimizer shares: an int budget of evaluations > 0, an int
+    number of devices ≥ 1 and a known objective."""
+    if not is_int(budget):
+        raise TypeError(f"budget must be an int (number of cost-model evaluations), "
+                        f"got {budget!r}")
+    if budget <= 0:
+        raise ValueError(f"budget must be a positive number of evaluations, got {budget}")
+    if not is_int(num_devices) or num_devices < 1:
+        raise ValueError(f"num_devices must be an int >= 1, got {num_devices!r}")
+    if objective not in OBJECTIVES:
+        raise ValueError(f"unknown objective {objective!r}; expected one of {OBJECTIVES}")
+
+
 def item_to_tuple(item: int, num_ops_padded: int, num_devices: int) -> tuple:
     """Padded item id → ``("op", j)`` or ``("xfer", t, d)``."""
     if item < num_ops_padded:

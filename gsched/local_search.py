@@ -69,7 +69,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from gsched.cost_model import OBJECTIVES, CostParams, evaluate_batch, score
+from gsched.cost_model import CostParams, check_search_settings, evaluate_batch, is_int, score
 from gsched.padding import PaddedGraph
 from gsched.random_search import SearchResult
 
@@ -209,9 +209,6 @@ _search_jit = jax.jit(_search, static_argnames=("num_devices", "objective", "siz
                                                  "patience"))
 
 
-def _is_int(x) -> bool:
-    return isinstance(x, (int, np.integer)) and not isinstance(x, (bool, np.bool_))
-
 
 def run_batch_with_stats(key: jax.Array, graphs: PaddedGraph, *, num_devices: int, budget: int,
                          objective: str = "peak_memory",
@@ -222,18 +219,10 @@ def run_batch_with_stats(key: jax.Array, graphs: PaddedGraph, *, num_devices: in
     if not isinstance(graphs, PaddedGraph) or np.ndim(graphs.op_mask) != 2:
         raise ValueError("run_batch expects a PaddedGraph with a leading [B] axis "
                          "(gsched.batch_graphs)")
-    if not _is_int(budget):
-        raise TypeError(f"budget must be an int (number of cost-model evaluations), "
-                        f"got {budget!r}")
-    if budget <= 0:
-        raise ValueError(f"budget must be > 0, got {budget}")
-    if not _is_int(num_devices) or num_devices < 1:
-        raise ValueError(f"num_devices must be an int >= 1, got {num_devices!r}")
-    if objective not in OBJECTIVES:
-        raise ValueError(f"unknown objective {objective!r}; expected one of {OBJECTIVES}")
-    if not _is_int(neighbours) or neighbours < 1:
+    check_search_settings(budget, num_devices, objective)
+    if not is_int(neighbours) or neighbours < 1:
         raise ValueError(f"neighbours must be an int >= 1, got {neighbours!r}")
-    if not _is_int(patience) or patience < 1:
+    if not is_int(patience) or patience < 1:
         raise ValueError(f"patience must be an int >= 1, got {patience!r}")
     if isinstance(device_move_prob, (int, float)) and not 0.0 <= device_move_prob <= 1.0:
         raise ValueError(f"device_move_prob must be in [0, 1], got {device_move_prob!r}")
