@@ -126,7 +126,7 @@ def test_bad_input(capsys, tmp_path):
     g = ["--graph", str(DIAMOND), "--devices", "1"]
     cases = [
         ([*g, "--method", "annealing", "--evals", "5"],
-         "unknown method 'annealing' (available: brkga, random, local_search)"),
+         "unknown method 'annealing' (available: brkga, random, local_search, xla_list"),
         ([*g, "--method", "brkga", "--evals", "0"], "--evals: must be >= 1, got 0"),
         ([*g, "--method", "brkga", "--evals", "-3"], "--evals: must be >= 1"),
         ([*g, "--method", "brkga", "--evals", "5", "--objective", "speed"],
@@ -148,3 +148,28 @@ def test_bad_input(capsys, tmp_path):
         assert out == "", argv
         assert err.count("\n") == 1 and err.startswith("gsched: error: "), err
         assert fragment in err, (fragment, err)
+
+
+@needs_diamond
+@pytest.mark.parametrize("method, peak", [("xla_default", 12.0), ("xla_list", 14.0),
+                                          ("xla_dfs", 12.0), ("xla_postorder", 14.0)])
+def test_xla_schedulers_on_diamond(capsys, method, peak):
+    # Hand-derived in tests/test_heuristics.py: list and post-order give a b c d (14), DFS
+    # a c b d (12), and the default keeps the best of the three.
+    args = [a if a != "brkga" else method for a in DIAMOND_ARGS]
+    result = optimize(capsys, *args)
+    assert result["value"] == peak and result["method"] == method
+    assert result["evals_used"] == (4 if method == "xla_default" else 1)
+    check_consistent(result, gsched.load_graph(DIAMOND), 1)
+
+
+def test_gp_dfs_on_a_folder_and_too_small_budget(capsys, tmp_path):
+    for i in range(2):
+        gsched.save_graph(gsched.random_computation_graph(15 + 5 * i, i), tmp_path / f"g{i}.npz")
+    out = optimize(capsys, "--graph", tmp_path, "--devices", 2, "--method", "gp_dfs",
+                   "--evals", 1)
+    assert [r["evals_used"] for r in out["results"]] == [1, 1]
+    assert all(set(r["placement"]) <= {0, 1} for r in out["results"])
+    code = main(["optimize", "--graph", str(tmp_path), "--devices", "1", "--method",
+                            "xla_default", "--evals", "3"])
+    assert code == 2 and "needs 4 evaluations" in capsys.readouterr().err

@@ -345,3 +345,7 @@ HEURISTICS: dict[str, Heuristic] = {
     "gp_dfs": lambda graph, num_devices, seed=0: gp_dfs(graph, num_devices, seed=seed),
 }
 """Baselines by name: ``(graph, num_devices, seed) -> (op_order [N], placement [N])``."""
+
+EVALUATIONS = {name: 1 for name in HEURISTICS} | {"xla_default": 4}
+"""Cost-model evaluations each heuristic spends, scoring its result included (``xla_default``
+scores its three candidate schedules first)."""
