@@ -13,7 +13,8 @@ from typing import NamedTuple
 import jax
 import jax.numpy as jnp
 
-from gsched.cost_model import CostParams, Evaluation, evaluate_batch, score
+from gsched.cost_model import (CostParams, Evaluation, check_search_settings, evaluate_batch,
+                               score)
 from gsched.padding import PaddedGraph
 
 
@@ -32,8 +33,7 @@ def run_batch(key: jax.Array, graphs: PaddedGraph, *, num_devices: int, budget: 
               objective: str = "peak_memory", cost_params: CostParams = CostParams(),
               chunk_size: int = 256) -> SearchResult:
     """Random search on graphs with a leading ``[B]`` axis, ``budget`` evaluations each."""
-    if budget <= 0:
-        raise ValueError(f"budget must be > 0, got {budget}")
+    check_search_settings(budget, num_devices, objective)
     cost_params = jax.tree.map(jnp.asarray, cost_params)
     batch, n = graphs.op_mask.shape
     length = n * (num_devices + 1) + graphs.tensor_mask.shape[1] * num_devices
