@@ -67,9 +67,9 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from gsched.cost_model import (CostParams, Evaluation, check_search_settings, evaluate_batch,
-                               is_int, score)
+from gsched.cost_model import CostParams, Evaluation, check_search_settings, is_int
 from gsched.padding import PaddedGraph
+from gsched.search import no_best, scored_batch, track_best
 
 __all__ = [
     "BRKGAConfig", "BRKGAParams", "BRKGAResult", "BRKGAState", "ask", "exchange", "init",
@@ -433,20 +433,15 @@ def _search(key, graphs: PaddedGraph, params: BRKGAParams, cost_params: CostPara
         return jax.lax.fori_loop(0, jnp.where(initial, initial_trips, 1), trip, out)
 
     def evaluate(x):  # [B, n, L] → Evaluation [B, n], fitness [B, n]
-        ev = evaluate_batch(graphs, x, cost_params, num_devices=num_devices, pinned=pinned,
-                            chunk=chunk)
-        return ev, _nan_to_inf(score(ev, objective, cost_params))
-
-    shapes = jax.eval_shape(evaluate, jax.ShapeDtypeStruct((b, 1, length), jnp.float32))[0]
-    best_evaluation = jax.tree.map(lambda s: jnp.zeros((b,) + s.shape[2:], s.dtype), shapes)
+        return scored_batch(graphs, x, cost_params, num_devices=num_devices,
+                            objective=objective, pinned=pinned, chunk=chunk)
     state = BRKGAState(jnp.zeros((b, k, p, length), jnp.float32),
                        jnp.full((b, k, p), jnp.inf, jnp.float32), jnp.zeros((b,), jnp.int32))
-    batch = jnp.arange(b)
     slot = jnp.arange(n)
     flat = jnp.arange(k * p)  # island-major index into the initial population
 
     def step(carry, xs):
-        state, best_value, best_keys, best_evaluation = carry
+        state, best = carry
         i, keys_i = xs
         initial = i < initial_steps
         key_fresh, key_children = jnp.swapaxes(
@@ -474,18 +469,8 @@ def _search(key, graphs: PaddedGraph, params: BRKGAParams, cost_params: CostPara
         counted = (index < budget) & (~initial | (index < k * p))
         fitness = jnp.where(counted, fitness, jnp.inf)  # [B, n]
 
-        arg = jnp.argmin(fitness, axis=1)
-        step_best = fitness[batch, arg]
-        improved = (step_best < best_value) | (i == 0)  # i == 0: slot 0 is always counted
-        curve = jnp.minimum(best_value[:, None], jax.lax.cummin(fitness, axis=1))
-
-        def pick(old, values):
-            mask = improved.reshape((b,) + (1,) * (old.ndim - 1))
-            return jnp.where(mask, values[batch, arg], old)
-
-        best_value = jnp.where(improved, step_best, best_value)
-        best_keys = pick(best_keys, new)
-        best_evaluation = jax.tree.map(pick, best_evaluation, evaluation)
+        curve = jnp.minimum(best.value[:, None], jax.lax.cummin(fitness, axis=1))
+        best = track_best(best, fitness, new, evaluation, force=i == 0)  # slot 0 is counted
 
         def record_initial():  # population slots [i·n, i·n + n) ∩ [0, K·P)
             offset = flat - i * n
@@ -502,12 +487,11 @@ def _search(key, graphs: PaddedGraph, params: BRKGAParams, cost_params: CostPara
                 state, new.reshape(b, k, p - e, length), fitness.reshape(b, k, p - e))
 
         state = jax.lax.cond(initial, record_initial, advance)
-        return (state, best_value, best_keys, best_evaluation), curve
+        return (state, best), curve
 
-    carry = (state, jnp.full((b,), jnp.inf, jnp.float32),
-             jnp.zeros((b, length), jnp.float32), best_evaluation)
+    carry = (state, no_best(evaluate, b, length))
     xs = (jnp.arange(num_steps, dtype=jnp.int32), jnp.swapaxes(step_keys, 0, 1))
-    (state, best_value, best_keys, best_evaluation), curves = jax.lax.scan(step, carry, xs)
+    (state, best), curves = jax.lax.scan(step, carry, xs)
     # Slot s of the flattened [steps·n] curve holds evaluation s in the initial phase and
     # evaluation K·P + (s − initial_steps·n) afterwards: move the counted ones to the front.
     curves = jnp.swapaxes(curves, 0, 1).reshape(b, num_steps * n)
@@ -516,8 +500,8 @@ def _search(key, graphs: PaddedGraph, params: BRKGAParams, cost_params: CostPara
     source = jnp.where(position < initial_evals, position,
                        initial_steps * n + position - initial_evals)
     curves = curves[:, jnp.minimum(source, num_steps * n - 1)]
-    result = BRKGAResult(best_value=best_value, best_keys=best_keys,
-                         best_evaluation=best_evaluation, best_so_far=curves,
+    result = BRKGAResult(best_value=best.value, best_keys=best.keys,
+                         best_evaluation=best.evaluation, best_so_far=curves,
                          evals_used=jnp.full((b,), budget, jnp.int32),
                          population=state.population, fitness=state.fitness)
     return result if batched else jax.tree.map(lambda x: x[0], result)

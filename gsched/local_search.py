@@ -62,16 +62,15 @@ cost-model call, so only one cost-model instance is compiled).
 
 from __future__ import annotations
 
-import functools
 from typing import NamedTuple
 
 import jax
 import jax.numpy as jnp
 import numpy as np
 
-from gsched.cost_model import CostParams, check_search_settings, evaluate_batch, is_int, score
+from gsched.cost_model import CostParams, check_search_settings, is_int
 from gsched.padding import PaddedGraph
-from gsched.random_search import SearchResult
+from gsched.search import SearchResult, no_best, scored_batch, track_best
 
 __all__ = ["LocalSearchStats", "run_batch", "run_batch_with_stats", "neighbours_of"]
 
@@ -141,8 +140,8 @@ def neighbours_of(key: jax.Array, keys: jnp.ndarray, op_mask: jnp.ndarray, num_d
 
 def _search(key, graphs: PaddedGraph, cost_params: CostParams, budget, device_move_prob, *,
             num_devices: int, objective: str, size: int, steps: int, patience: int):
-    b, n = graphs.op_mask.shape
-    length = n * (num_devices + 1) + graphs.tensor_mask.shape[1] * num_devices
+    b = graphs.op_mask.shape[0]
+    length = graphs.bucket.chromosome_length(num_devices)
     graphs, cost_params = jax.tree.map(jnp.asarray, (graphs, cost_params))
     budget = jnp.asarray(budget, jnp.int32)
     step_keys = jax.vmap(lambda k: jax.random.split(k, steps))(jax.random.split(key, b))
@@ -150,8 +149,8 @@ def _search(key, graphs: PaddedGraph, cost_params: CostParams, budget, device_mo
     slot = jnp.arange(size)
 
     def evaluate(x):
-        ev = evaluate_batch(graphs, x, cost_params, num_devices=num_devices)
-        return ev, jnp.nan_to_num(score(ev, objective, cost_params), nan=jnp.inf)
+        return scored_batch(graphs, x, cost_params, num_devices=num_devices,
+                            objective=objective)
 
     def propose(k, current, restart, op_mask):
         k_start, k_moves = jax.random.split(k)
@@ -162,12 +161,8 @@ def _search(key, graphs: PaddedGraph, cost_params: CostParams, budget, device_mo
         moves = moves.at[0].set(jnp.where(restart, base, moves[0]))
         return base, moves
 
-    shapes = jax.eval_shape(evaluate, jax.ShapeDtypeStruct((b, 1, length), jnp.float32))[0]
-    best_evaluation = jax.tree.map(lambda s: jnp.zeros((b,) + s.shape[2:], s.dtype), shapes)
-
     def step(carry, xs):
-        (current, value, fails, restart, best_value, best_keys, best_evaluation,
-         restarts, moves_made) = carry
+        current, value, fails, restart, best, restarts, moves_made = carry
         i, keys_i = xs
         base, candidates = jax.vmap(propose)(keys_i, current, restart, graphs.op_mask)
         evaluation, values = evaluate(candidates)  # [B, K]
@@ -182,26 +177,18 @@ def _search(key, graphs: PaddedGraph, cost_params: CostParams, budget, device_mo
         value = jnp.where(improve, pick_value, base_value)
         fails = jnp.where(improve, 0, jnp.where(restart, 0, fails) + 1)
 
-        arg = jnp.argmin(values, axis=1)
-        step_best = values[batch, arg]
-        better = (step_best < best_value) | (i == 0)  # i == 0: slot 0 is always counted
-        best_value = jnp.where(better, step_best, best_value)
-        best_keys = jnp.where(better[:, None], candidates[batch, arg], best_keys)
-        best_evaluation = jax.tree.map(
-            lambda old, new: jnp.where(better.reshape((b,) + (1,) * (old.ndim - 1)),
-                                       new[batch, arg], old), best_evaluation, evaluation)
-        return (current, value, fails, fails >= patience, best_value, best_keys,
-                best_evaluation, restarts + restart, moves_made + improve), None
+        # i == 0: slot 0 is always counted.
+        best = track_best(best, values, candidates, evaluation, force=i == 0)
+        return (current, value, fails, fails >= patience, best, restarts + restart,
+                moves_made + improve), None
 
     zeros = jnp.zeros(b, jnp.int32)
     carry = (jnp.zeros((b, length), jnp.float32), jnp.full(b, jnp.inf, jnp.float32), zeros,
-             jnp.ones(b, bool), jnp.full(b, jnp.inf, jnp.float32),
-             jnp.zeros((b, length), jnp.float32), best_evaluation, zeros, zeros)
+             jnp.ones(b, bool), no_best(evaluate, b, length), zeros, zeros)
     xs = (jnp.arange(steps, dtype=jnp.int32), jnp.swapaxes(step_keys, 0, 1))
     carry, _ = jax.lax.scan(step, carry, xs)
-    _, _, _, _, best_value, best_keys, best_evaluation, restarts, moves_made = carry
-    result = SearchResult(best_value, best_keys, best_evaluation,
-                          jnp.full(b, budget, jnp.int32))
+    _, _, _, _, best, restarts, moves_made = carry
+    result = SearchResult(best.value, best.keys, best.evaluation, jnp.full(b, budget, jnp.int32))
     return result, LocalSearchStats(restarts, moves_made, jnp.full(b, steps, jnp.int32))
 
 
@@ -252,7 +239,7 @@ def run_batch(key: jax.Array, graphs: PaddedGraph, *, num_devices: int, budget: 
       patience: consecutive non-improving steps before a random restart.
       device_move_prob: probability that a sampled move is a device move (``D > 1``).
 
-    Returns a :class:`gsched.random_search.SearchResult` (leading ``[B]``), as
+    Returns a :class:`gsched.search.SearchResult` (leading ``[B]``), as
     :func:`gsched.random_search.run_batch` does. See the module docstring.
     """
     return run_batch_with_stats(key, graphs, num_devices=num_devices, budget=budget,
