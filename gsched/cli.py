@@ -104,11 +104,16 @@ def _run_evaluate(args: argparse.Namespace) -> dict:
                                     bandwidth=args.bandwidth, capacity=args.capacity)
         except ValueError as err:
             raise UsageError(f"{args.graph}: {err}") from None
-    if not np.all(np.isfinite([result["runtime"], *result["device_peaks"]])):
-        raise UsageError("runtime or peak memory overflows the cost model's float32 range "
-                         "(sizes, costs, latency or 1/bandwidth too large)")
+    _require_finite(result, str(args.graph))
     return {"graph": str(args.graph), "num_devices": args.devices, "num_ops": graph.num_ops,
             "num_tensors": graph.num_tensors, **result}
+
+
+def _require_finite(fields: dict, path: str) -> None:
+    """Rejects results that overflowed the cost model's float32 range."""
+    if not np.all(np.isfinite([fields["runtime"], *fields["device_peaks"]])):
+        raise UsageError(f"{path}: runtime or peak memory overflows the cost model's float32 "
+                         "range (sizes, costs, latency or 1/bandwidth too large)")
 
 
 # --- optimize -----------------------------------------------------------------------------
@@ -128,8 +133,6 @@ def _random(key: jax.Array, graphs: PaddedGraph, cost_params: CostParams, *, num
                                    objective=objective, cost_params=cost_params)
 
 
-# name → traceable ``fn(key, graphs [B], cost_params, *, num_devices, budget, objective)``
-# returning a result with ``best_evaluation`` (leading [B]) and ``evals_used`` ([B]).
 def _local(key: jax.Array, graphs: PaddedGraph, cost_params: CostParams, *, num_devices: int,
            budget: int, objective: str):
     """Local search: sampled best one-step moves (device / order), random restarts."""
@@ -137,6 +140,8 @@ def _local(key: jax.Array, graphs: PaddedGraph, cost_params: CostParams, *, num_
                                   objective=objective, cost_params=cost_params)
 
 
+# name → traceable ``fn(key, graphs [B], cost_params, *, num_devices, budget, objective)``
+# returning a result with ``best_evaluation`` (leading [B]) and ``evals_used`` ([B]).
 METHODS: dict[str, Callable] = {
     "brkga": _brkga,
     "random": _random,
@@ -203,9 +208,7 @@ def _compiled_search(method: str, num_devices: int, budget: int, objective: str,
 
 
 def _result(args, path: str, graph: Graph, fields: dict, evals_used: int) -> dict:
-    if not np.all(np.isfinite([fields["runtime"], *fields["device_peaks"]])):
-        raise UsageError(f"{path}: runtime or peak memory overflows the cost model's "
-                         "float32 range (sizes, costs, latency or 1/bandwidth too large)")
+    _require_finite(fields, path)
     return {"graph": path, "objective": args.objective, "value": fields[args.objective],
             "evals_used": evals_used, "num_ops": graph.num_ops,
             "num_tensors": graph.num_tensors, **fields}
