@@ -15,7 +15,9 @@ The public surface, re-exported here name by name (code lives in the sub-modules
   and the host-side :func:`evaluate_graph` / :func:`evaluate_order`;
 * BRKGA (REGAL §3.2): :class:`BRKGAConfig`, :class:`BRKGAParams`, :class:`BRKGAResult`,
   :func:`uniform_params`, :func:`brkga_run`, :func:`brkga_run_batch`;
-* baselines on the same budget: :func:`random_search_batch`, :func:`local_search_batch`.
+* baselines on the same budget: :func:`random_search_batch`, :func:`local_search_batch`;
+* every optimizer by name (what ``python -m gsched optimize`` runs): :data:`METHODS`,
+  :class:`Method`, :func:`optimize`.
 """
 
 from gsched.brkga import BRKGAConfig, BRKGAParams, BRKGAResult, uniform_params
@@ -30,6 +32,7 @@ from gsched.generators import (augment, dedup, layered_graph, random_computation
                                split_by_topology, synthetic_dataset)
 from gsched.graph import Graph, GraphError, make_graph, topological_order
 from gsched.local_search import run_batch as local_search_batch
+from gsched.methods import METHODS, Method, optimize
 from gsched.random_search import run_batch as random_search_batch
 from gsched.padding import Bucket, PaddedGraph, batch_graphs, bucket_for, pad_graph, pad_keys
 
@@ -37,11 +40,11 @@ __version__ = "0.1.0"
 
 __all__ = [
     "BRKGAConfig", "BRKGAParams", "BRKGAResult", "Bucket", "CostParams", "Evaluation",
-    "FormatError", "Graph", "GraphError", "PaddedGraph", "augment", "batch_graphs", "brkga_run",
+    "FormatError", "Graph", "GraphError", "METHODS", "Method", "PaddedGraph", "augment", "batch_graphs", "brkga_run",
     "brkga_run_batch", "bucket_for", "dedup", "evaluate", "evaluate_batch", "evaluate_graph",
     "evaluate_order", "evaluate_population", "evaluate_population_sharded", "layered_graph",
-    "load_dataset", "load_graph", "load_graphs", "local_search_batch", "make_graph", "order_keys",
-    "pad_graph", "pad_keys", "random_computation_graph", "random_search_batch", "save_dataset",
+    "load_dataset", "load_graph", "load_graphs", "local_search_batch", "make_graph", "optimize",
+    "order_keys", "pad_graph", "pad_keys", "random_computation_graph", "random_search_batch", "save_dataset",
     "save_graph", "score", "split_by_topology", "synthetic_dataset", "topological_order",
     "uniform_params",
 ]

@@ -7,30 +7,23 @@ Each command prints one JSON object on stdout and exits 0; bad input gives a one
 Commands:
 
 * ``evaluate`` — decode and score one chromosome;
-* ``optimize`` — run one optimizer (an entry of ``METHODS``) with an exact budget of cost-model
-  evaluations on one graph or a batch of graphs (all padded to one bucket, one jitted call).
+* ``optimize`` — run one optimizer (an entry of :data:`gsched.methods.METHODS`) with an exact
+  budget of cost-model evaluations on one graph or a batch of graphs (all padded to one bucket, one jitted call).
 """
 
 from __future__ import annotations
 
 import argparse
-import functools
 import json
 import sys
-import time
 from pathlib import Path
-from typing import Callable
 
-import jax
 import numpy as np
 
-from gsched import brkga, local_search, random_search
-from gsched.baselines import EVALUATIONS, HEURISTICS
-from gsched.cost_model import (OBJECTIVES, CostParams, check_cost_params, evaluate_graph,
-                               evaluate_order, evaluation_to_dict, validate_keys)
+from gsched import methods
+from gsched.cost_model import OBJECTIVES, check_cost_params, evaluate_graph, validate_keys
 from gsched.formats import FormatError, load_graph, load_graphs
-from gsched.graph import Graph, GraphError, topological_order
-from gsched.padding import PaddedGraph, batch_graphs, bucket_for
+from gsched.graph import Graph, GraphError
 
 
 class UsageError(Exception):
@@ -119,40 +112,11 @@ def _require_finite(fields: dict, path: str) -> None:
 # --- optimize -----------------------------------------------------------------------------
 
 
-def _brkga(key: jax.Array, graphs: PaddedGraph, cost_params: CostParams, *, num_devices: int,
-           budget: int, objective: str):
-    """BRKGA with REGAL's defaults (π = 100, π_e = 10, π_c = 80, ρ = 0.7, uniform genes)."""
-    return brkga.run_batch(key, graphs, brkga.BRKGAConfig(), num_devices=num_devices,
-                           budget=budget, objective=objective, cost_params=cost_params)
-
-
-def _random(key: jax.Array, graphs: PaddedGraph, cost_params: CostParams, *, num_devices: int,
-            budget: int, objective: str):
-    """Random search: the best of ``budget`` uniform chromosomes, evaluated in chunks."""
-    return random_search.run_batch(key, graphs, num_devices=num_devices, budget=budget,
-                                   objective=objective, cost_params=cost_params)
-
-
-def _local(key: jax.Array, graphs: PaddedGraph, cost_params: CostParams, *, num_devices: int,
-           budget: int, objective: str):
-    """Local search: sampled best one-step moves (device / order), random restarts."""
-    return local_search.run_batch(key, graphs, num_devices=num_devices, budget=budget,
-                                  objective=objective, cost_params=cost_params)
-
-
-# name → traceable ``fn(key, graphs [B], cost_params, *, num_devices, budget, objective)``
-# returning a result with ``best_evaluation`` (leading [B]) and ``evals_used`` ([B]).
-METHODS: dict[str, Callable] = {
-    "brkga": _brkga,
-    "random": _random,
-    "local_search": _local,
-}
-
-
 def _method(text: str) -> str:
-    if text not in METHODS and text not in HEURISTICS:
-        raise argparse.ArgumentTypeError(
-            f"unknown method {text!r} (available: {', '.join([*METHODS, *HEURISTICS])})")
+    try:
+        methods.method(text)
+    except ValueError as err:
+        raise argparse.ArgumentTypeError(str(err)) from None
     return text
 
 
@@ -173,7 +137,7 @@ def _add_optimize(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--devices", type=_positive_int, required=True,
                         help="number of devices D")
     parser.add_argument("--method", type=_method, required=True,
-                        help=f"optimizer: {', '.join([*METHODS, *HEURISTICS])}")
+                        help=f"optimizer: {', '.join(methods.METHODS)}")
     parser.add_argument("--evals", type=_positive_int, required=True,
                         help="budget K: cost-model evaluations per graph")
     parser.add_argument("--objective", choices=OBJECTIVES, default="peak_memory",
@@ -184,6 +148,14 @@ def _add_optimize(parser: argparse.ArgumentParser) -> None:
                         help="transfer bandwidth (default inf)")
     parser.add_argument("--capacity", type=float, default=None,
                         help="per-device memory capacity (default none)")
+    for name, kind, text in _OPTIONS:
+        parser.add_argument("--" + name.replace("_", "-"), type=kind, default=None, help=text)
+
+
+# optimize flags passed to a method as options (a method rejects options it does not take)
+_OPTIONS = [("checkpoint", str, "learned methods: checkpoint directory (default: shipped)"),
+            ("decoding", str, "topoformer: greedy, sample or beam"),
+            ("time_limit", float, "exact solvers: time limit in seconds")]
 
 
 def _load_inputs(paths: list[Path]) -> list[tuple[str, Graph]]:
@@ -196,75 +168,6 @@ def _load_inputs(paths: list[Path]) -> list[tuple[str, Graph]]:
         raise UsageError(str(err)) from None
 
 
-@functools.lru_cache(maxsize=8)
-def _compiled_search(method: str, num_devices: int, budget: int, objective: str, signature):
-    """The method's whole search, traced and compiled ahead of time for operands
-    ``(key, graphs, cost_params)`` of the given shapes (a ``ShapeDtypeStruct`` pytree), so
-    compilation is timed apart from the run. Cached: a repeated search in the same process
-    (e.g. ``main`` called twice) reuses the executable."""
-    search = jax.jit(functools.partial(METHODS[method], num_devices=num_devices, budget=budget,
-                                       objective=objective))
-    return search.lower(*signature).compile()
-
-
-def _result(args, path: str, graph: Graph, fields: dict, evals_used: int) -> dict:
-    _require_finite(fields, path)
-    return {"graph": path, "objective": args.objective, "value": fields[args.objective],
-            "evals_used": evals_used, "num_ops": graph.num_ops,
-            "num_tensors": graph.num_tensors, **fields}
-
-
-def _run_search(args, inputs, padded, bucket, cost_params) -> tuple[list[dict], dict]:
-    """A jitted ``METHODS`` search over the whole batch, compiled ahead of time."""
-    key = jax.random.PRNGKey(args.seed)
-    operands = jax.device_put((key, padded, cost_params))
-    signature = jax.tree.map(lambda x: jax.ShapeDtypeStruct(x.shape, x.dtype), operands)
-    start = time.perf_counter()
-    compiled = _compiled_search(args.method, args.devices, args.evals, args.objective,
-                                signature)
-    compile_seconds = time.perf_counter() - start
-    start = time.perf_counter()
-    result = jax.block_until_ready(compiled(*operands))
-    wall_seconds = time.perf_counter() - start
-
-    evaluations, evals_used = jax.device_get((result.best_evaluation, result.evals_used))
-    results = [_result(args, path, graph, evaluation_to_dict(
-        jax.tree.map(lambda x: x[b], evaluations), graph, bucket, args.devices),
-        int(evals_used[b])) for b, (path, graph) in enumerate(inputs)]
-    return results, {"wall_seconds": wall_seconds, "compile_seconds": compile_seconds}
-
-
-def _run_heuristic(args, inputs, padded, bucket, cost_params) -> tuple[list[dict], dict]:
-    """A host-side heuristic per graph, scored by the cost model. ``compile_seconds`` is the
-    compilation of the cost model for every bucket the scoring uses (done first);
-    ``wall_seconds`` covers the heuristics and their scoring."""
-    needed = EVALUATIONS[args.method]
-    if args.evals < needed:
-        raise UsageError(f"method {args.method} needs {needed} evaluations, --evals is "
-                         f"{args.evals}")
-    start = time.perf_counter()
-    # Scoring uses the batch's bucket; xla_default also scores candidates with D = 1 in each
-    # graph's own bucket. A first call compiles everything evaluate_order runs.
-    warm = {(bucket, args.devices): inputs[0][1]}  # (bucket, D) → a graph that fits it
-    if args.method == "xla_default":
-        warm |= {(bucket_for(g), 1): g for _, g in inputs}
-    for (b, devices), g in warm.items():
-        evaluate_order(g, topological_order(g), np.zeros(g.num_ops, np.int64), devices,
-                       bucket=b, **({} if devices == 1 and devices != args.devices else dict(
-                           latency=args.latency, bandwidth=args.bandwidth,
-                           capacity=args.capacity)))
-    compile_seconds = time.perf_counter() - start
-    start = time.perf_counter()
-    results = []
-    for path, graph in inputs:
-        order, placement = HEURISTICS[args.method](graph, args.devices, args.seed)
-        fields = evaluate_order(graph, order, placement, args.devices, latency=args.latency,
-                                bandwidth=args.bandwidth, capacity=args.capacity, bucket=bucket)
-        results.append(_result(args, path, graph, fields, needed))
-    return results, {"wall_seconds": time.perf_counter() - start,
-                     "compile_seconds": compile_seconds}
-
-
 def _run_optimize(args: argparse.Namespace) -> dict:
     with np.errstate(over="ignore"):
         try:
@@ -272,15 +175,21 @@ def _run_optimize(args: argparse.Namespace) -> dict:
         except ValueError as err:
             raise UsageError(str(err)) from None
     inputs = _load_inputs(args.graph)
-    graphs = [graph for _, graph in inputs]
-    bucket = bucket_for(graphs)
+    options = {name: getattr(args, name) for name, _, _ in _OPTIONS
+               if getattr(args, name) is not None}
     try:
-        padded = batch_graphs(graphs, bucket)
-    except ValueError as err:
+        outcome = methods.optimize(
+            args.method, [graph for _, graph in inputs], num_devices=args.devices,
+            budget=args.evals, objective=args.objective, cost_params=cost_params,
+            seed=args.seed, options=options)
+    except (ValueError, TypeError) as err:
         raise UsageError(str(err)) from None
-
-    search = _run_heuristic if args.method in HEURISTICS else _run_search
-    results, timing = search(args, inputs, padded, bucket, cost_params)
+    results = [{"graph": path, "objective": args.objective, **row}
+               for (path, _), row in zip(inputs, outcome.results)]
+    for row in results:
+        _require_finite(row, row["graph"])
+    timing = {"wall_seconds": outcome.wall_seconds,
+              "compile_seconds": outcome.compile_seconds}
     common = {"method": args.method, "objective": args.objective, "num_devices": args.devices}
     single = len(args.graph) == 1 and not args.graph[0].is_dir()
     if single:

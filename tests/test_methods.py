@@ -1,0 +1,51 @@
+"""The method registry (``gsched.methods``): one entry point for the CLI and the harness."""
+
+import pytest
+
+import gsched
+from gsched.cost_model import CostParams
+from gsched.generators import random_computation_graph
+from gsched.methods import METHODS, Method, optimize
+
+GRAPHS = [random_computation_graph(12, seed) for seed in range(2)]
+
+
+def test_search_method_is_deterministic_and_counts_its_budget():
+    first = optimize("brkga", GRAPHS, num_devices=2, budget=150, seed=3)
+    again = optimize("brkga", GRAPHS, num_devices=2, budget=150, seed=3)
+    assert [r["value"] for r in first.results] == [r["value"] for r in again.results]
+    assert [r["evals_used"] for r in first.results] == [150, 150]
+    assert first.compile_seconds >= 0 and first.wall_seconds > 0
+    for graph, row in zip(GRAPHS, first.results):  # the row's fields re-score to its value
+        assert row["value"] == row["peak_memory"] == max(row["device_peaks"])
+        assert len(row["placement"]) == graph.num_ops
+
+
+def test_heuristic_rows_are_scored_by_the_cost_model():
+    outcome = optimize("gp_dfs", GRAPHS, num_devices=2, budget=1, objective="runtime",
+                       cost_params=CostParams(latency=0.5, bandwidth=100.0))
+    for graph, row in zip(GRAPHS, outcome.results):
+        order = [item[1] for item in row["order"] if item[0] == "op"]
+        rescored = gsched.evaluate_order(graph, order, row["placement"], 2, latency=0.5,
+                                         bandwidth=100.0)
+        assert row["value"] == rescored["runtime"]
+
+
+def test_bad_settings_name_the_problem(monkeypatch):
+    cases = [
+        (dict(name="anneal"), "unknown method 'anneal'"),
+        (dict(options={"checkpoint": "x"}), "method brkga does not take option(s) checkpoint"),
+        (dict(budget=0), "budget must be a positive number"),
+        (dict(objective="speed"), "unknown objective"),
+        (dict(cost_params=CostParams(latency=-1.0)), "latency must be"),
+        (dict(name="xla_default", budget=3), "method xla_default needs 4 evaluations"),
+        (dict(graphs=[]), "no graphs"),
+    ]
+    for change, message in cases:
+        kwargs = dict(name="brkga", graphs=GRAPHS, num_devices=1, budget=10) | change
+        with pytest.raises(ValueError, match=message.replace("(", r"\(").replace(")", r"\)")):
+            optimize(kwargs.pop("name"), kwargs.pop("graphs"), **kwargs)
+    monkeypatch.setitem(METHODS, "one_device", Method("test", "heuristic",
+                                                      lambda: None, max_devices=1))
+    with pytest.raises(ValueError, match="supports at most 1 device"):
+        optimize("one_device", GRAPHS, num_devices=2, budget=1)
