@@ -24,9 +24,10 @@ test: install
 test-slow: install
 	$(PYTHON) -m pytest $(PYTEST_FLAGS) -m slow
 
-## Cost-model throughput; writes docs/benchmarks.md.
+## Cost-model throughput and BRKGA 5K wall time; writes docs/benchmarks.md.
 bench: install
 	$(PYTHON) -m eval.bench_cost_model
+	$(PYTHON) -m eval.bench_brkga
 
 clean:
 	rm -rf $(VENV) .pytest_cache build *.egg-info

@@ -51,3 +51,13 @@ def test_write_section_keeps_sections_after_it(tmp_path):
     assert output.read_text().endswith("## B\n\nbody b\n\n## C\n\nc\n")
     bench.write_section(tmp_path / "new" / "x.md", "A", "a\n")
     assert (tmp_path / "new" / "x.md").read_text().startswith(bench.FILE_HEADER)
+
+
+def test_brkga_bench_quick_run_writes_its_section(tmp_path):
+    from eval import bench_brkga
+
+    output = tmp_path / "benchmarks.md"
+    rows = bench_brkga.main(["--quick", "--output", str(output)])
+    assert [r["num_ops"] for r in rows] == [30] and rows[0]["per_graph_s"] > 0
+    text = output.read_text()
+    assert "## BRKGA 300-evaluation wall time" in text and "| 30 | 32/" in text
