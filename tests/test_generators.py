@@ -181,7 +181,7 @@ def test_random_graph_features():
     assert not np.array_equal(topological_order(g), np.arange(g.num_ops))
     sizes = g.tensor_size[data]
     assert np.all(sizes >= 1) and np.all(sizes == np.round(sizes))
-    assert sizes.max() / np.median(sizes) > 50  # heavy tail
+    assert sizes.max() / np.median(sizes) > 10  # long tail (log-normal, std 1)
     assert 0.05 < np.mean(g.temporary_memory > 0) < 0.5 and np.all(g.compute_cost > 0)
 
 
