@@ -1,0 +1,177 @@
+"""DP baselines for single-device peak-memory ordering (NTO §5, C.3): exact subset DP,
+depth-first DP with a time limit, and the jitted approximate (beam) DP."""
+
+import jax
+import numpy as np
+import pytest
+
+import reference_spec as ref
+from gsched import (batch_graphs, bucket_for, evaluate_order, layered_graph, make_graph,
+                    random_computation_graph)
+from gsched.baselines import approx_dp, beam_orders, dfs_dp, exact_order
+from gsched.methods import optimize
+
+KEY = jax.random.PRNGKey(0)
+
+
+# SPEC §5 diamond: a=0, b=1, c=2 (5 B temporary), d=3; a b c d peaks at 14, a c b d at 12.
+DIAMOND = make_graph(compute_cost=[2, 3, 4, 1], temporary_memory=[0, 0, 5, 0],
+                     tensor_producer=[0, 1, 2, 3], tensor_size=[4, 2, 3, 1],
+                     edge_tensor=[0, 0, 1, 2], edge_consumer=[1, 2, 3, 3])
+# Random graphs of ≤ 10 ops with few enough topological orders to enumerate.
+TINY = ([random_computation_graph(9, seed) for seed in range(4)]
+        + [layered_graph(10, seed, width_factor=0.6) for seed in range(3)])
+# GB-scale sizes: the beam DP ranks in fixed point, the cost model reports.
+_LARGE = random_computation_graph(12, 3)
+LARGE = _LARGE.replace(tensor_size=_LARGE.tensor_size * 3e4 + ~_LARGE.tensor_is_control,
+                       temporary_memory=_LARGE.temporary_memory * 3e4)
+BATCH = TINY + [DIAMOND, LARGE]
+BUCKET = bucket_for(BATCH)
+EXACT_K = 1024  # ≥ the number of sets of any level of these graphs: no truncation, exact
+
+
+def _all_orders(graph):
+    n = graph.num_ops
+    preds = [0] * n
+    for t, c in zip(graph.edge_tensor.tolist(), graph.edge_consumer.tolist()):
+        preds[c] |= 1 << int(graph.tensor_producer[t])
+    out = []
+
+    def extend(mask, order):
+        if len(order) == n:
+            out.append(list(order))
+        for j in range(n):
+            if not mask >> j & 1 and not preds[j] & ~mask:
+                extend(mask | 1 << j, order + [j])
+
+    extend(0, [])
+    return out
+
+
+def _reference_peak(graph, order):
+    """SPEC §3 peak memory of ``order`` on one device, by the independent reference."""
+    return ref.evaluate_order(graph, [0] * graph.num_ops, [("op", j) for j in order],
+                              1)["peak_memory"]
+
+
+@pytest.fixture(scope="module")
+def brute_force():
+    """(graph, optimal peak) by enumerating every topological order."""
+    out = []
+    for graph in TINY:
+        orders = _all_orders(graph)
+        assert 20 <= len(orders) <= 5000  # enough choice to matter, few enough to enumerate
+        out.append((graph, min(_reference_peak(graph, o) for o in orders)))
+    return out
+
+
+def _check_topological(graph, order):
+    n = graph.num_ops
+    assert sorted(np.asarray(order).tolist()) == list(range(n))
+    position = np.empty(n, np.int64)
+    position[np.asarray(order)] = np.arange(n)
+    assert np.all(position[graph.tensor_producer[graph.edge_tensor]]
+                  < position[graph.edge_consumer])
+
+
+def _beam(graphs, beam_size, bucket=None):
+    orders, peaks = beam_orders(KEY, batch_graphs(graphs, bucket), beam_size=beam_size)
+    return [(np.asarray(o[:g.num_ops]), float(p)) for g, o, p in zip(graphs, orders, peaks)]
+
+
+@pytest.fixture(scope="module")
+def beam():
+    """K -> [(order, DP peak)] for every graph of ``BATCH``, one batch in ``BUCKET``."""
+    return {k: _beam(BATCH, k, BUCKET) for k in (1, 4, EXACT_K)}
+
+
+def test_diamond_by_hand(beam):
+    order, peak = exact_order(DIAMOND)
+    assert order.tolist() == [0, 2, 1, 3] and peak == 12.0
+    result = dfs_dp(DIAMOND, time_limit=5.0)
+    assert result.order.tolist() == [0, 2, 1, 3] and result.peak == 12.0 and result.optimal
+    order, peak = beam[4][BATCH.index(DIAMOND)]
+    assert order.tolist() == [0, 2, 1, 3] and peak == 12.0
+    # K = 1 is greedy on the running peak: after a, b (peak 4 + 2) beats c (4 + 3 + 5).
+    order, peak = beam[1][BATCH.index(DIAMOND)]
+    assert order.tolist() == [0, 1, 2, 3] and peak == 14.0
+
+
+def test_exact_and_depth_first_dp_match_brute_force(brute_force):
+    for graph, optimum in brute_force:
+        order, peak = exact_order(graph)
+        _check_topological(graph, order)
+        assert peak == optimum == _reference_peak(graph, order)
+        result = dfs_dp(graph, time_limit=30.0, seed=1)
+        _check_topological(graph, result.order)
+        assert result.optimal and result.peak == optimum
+        assert _reference_peak(graph, result.order) == optimum
+
+
+def test_beam_dp_large_k_is_exact_and_k_helps(brute_force, beam):
+    for i, graph in enumerate(BATCH):
+        for k, results in beam.items():
+            order, peak = results[i]
+            _check_topological(graph, order)
+            model = evaluate_order(graph, order, bucket=BUCKET)["peak_memory"]
+            assert peak == pytest.approx(model, rel=1e-6)  # exact for integer sizes < 2**30
+            if graph is not LARGE:
+                assert peak == model
+    for i, (graph, optimum) in enumerate(brute_force):
+        assert beam[EXACT_K][i][1] == optimum
+        # Monotone in K on these graphs (observed, not a theorem: a wider beam can in
+        # principle drop a set a narrower one kept).
+        assert beam[1][i][1] >= beam[4][i][1] >= beam[EXACT_K][i][1]
+    assert any(beam[1][i][1] > optimum for i, (_, optimum) in enumerate(brute_force))
+    assert beam[EXACT_K][-1][1] == pytest.approx(exact_order(LARGE)[1], rel=1e-6)
+
+
+def test_beam_dp_padding_invariance_and_one_compile_per_bucket(beam):
+    big = BUCKET._replace(num_ops=2 * BUCKET.num_ops, num_tensors=4 * BUCKET.num_tensors)
+    before = beam_orders._cache_size()
+    padded = _beam(BATCH, 4, big)
+    _beam(BATCH[::-1], 4, big)  # same bucket, batch size and K: no new compilation
+    assert beam_orders._cache_size() == before + 1
+    for (o1, p1), (o2, p2) in zip(beam[4], padded):
+        assert o1.tolist() == o2.tolist() and p1 == p2
+
+
+def test_depth_first_dp_time_limit():
+    graph = layered_graph(120, 7)
+    result = dfs_dp(graph, time_limit=0.3, seed=0)
+    assert not result.optimal and result.seconds < 0.3 + 1.0
+    _check_topological(graph, result.order)
+    assert result.peak == _reference_peak(graph, result.order)
+    longer = dfs_dp(graph, time_limit=1.5, seed=0)  # same seed: the search only goes further
+    assert longer.peak <= result.peak and longer.expanded > result.expanded
+
+
+def test_bad_settings_are_rejected():
+    with pytest.raises(ValueError, match="max_ops"):
+        exact_order(random_computation_graph(30, 0))
+    for bad in (0, -1.0, float("inf"), "5"):
+        with pytest.raises(ValueError, match="time_limit"):
+            dfs_dp(DIAMOND, time_limit=bad)
+    graphs = batch_graphs([DIAMOND])
+    with pytest.raises(ValueError, match="beam_size"):
+        beam_orders(KEY, graphs, beam_size=0)
+    with pytest.raises(ValueError, match="int32"):
+        beam_orders(KEY, graphs, beam_size=2**28)  # K·N candidate ids would overflow
+    with pytest.raises(ValueError, match="one device"):
+        approx_dp(KEY, graphs, beam_size=2, num_devices=2)
+    with pytest.raises(ValueError, match="one device"):
+        approx_dp(KEY, graphs, beam_size=2, objective="runtime")
+
+
+def test_registered_methods(brute_force):
+    graphs = [g for g, _ in brute_force[:2]]
+    optima = [optimum for _, optimum in brute_force[:2]]
+    beam = optimize("approx_dp", graphs, num_devices=1, budget=1,
+                    options={"beam_size": EXACT_K})
+    exact = optimize("exact_dp", graphs, num_devices=1, budget=1)
+    depth = optimize("dfs_dp", graphs, num_devices=1, budget=1, options={"time_limit": 5.0})
+    for rows in (beam.results, exact.results, depth.results):
+        assert [r["value"] for r in rows] == optima and [r["evals_used"] for r in rows] == [1, 1]
+    assert all(r["optimal"] for r in exact.results + depth.results)
+    with pytest.raises(ValueError, match="at most 1 device"):
+        optimize("dfs_dp", graphs, num_devices=2, budget=1)
