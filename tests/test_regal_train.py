@@ -1,0 +1,169 @@
+"""REGAL training and methods: the REINFORCE loss moves the policy the right way, the jitted
+train step compiles once and updates the parameters, ``regal`` runs through
+``gsched.methods.optimize`` from a policy export and bad options give clear errors; slow: a
+short ``train.regal`` run and ``regal`` / ``idrs`` on its checkpoints (tiny graphs, budgets)."""
+
+import json
+
+import equinox as eqx
+import jax
+import jax.numpy as jnp
+import numpy as np
+import optax
+import pytest
+
+from gsched.cost_model import CostParams
+from gsched.generators import random_computation_graph
+from gsched.methods import optimize
+from gsched.regal.method import POLICY_KIND
+from gsched.padding import Bucket, batch_graphs
+from gsched.regal.features import Features, num_node_features
+from gsched.regal.policy import PolicyConfig, log_prob
+from gsched.regal.reinforce import (Batch, ReinforceConfig, init_models, init_state, loss,
+                                    make_train_step)
+from gsched.training import config_to_dict, save_checkpoint
+from train import regal as train_regal
+
+D = 2
+BUCKET = Bucket(16, 32, 32)
+CONFIG = PolicyConfig(num_devices=D, hidden=8, steps=1, levels=2)
+
+
+def _batch(seeds) -> Batch:
+    graphs = [random_computation_graph(10, s) for s in seeds]
+    rng = np.random.default_rng(seeds[0])
+    nodes = rng.random((len(seeds), BUCKET.num_ops, num_node_features(D)), np.float32)
+    edges = rng.random((len(seeds), BUCKET.num_edges, 2), np.float32)
+    pinned = np.full((len(seeds), BUCKET.num_ops), -1, np.int32)
+    pinned[:, 0] = 0
+    return Batch(batch_graphs(graphs, BUCKET), Features(nodes, edges, pinned),
+                 np.full(len(seeds), 1e5, np.float32))
+
+
+def test_reinforce_loss_favours_rewarded_actions():
+    """Two rollouts per graph, one rewarded above the baseline: a gradient step on the loss
+    lowers it and makes the rewarded action vector more likely than the other."""
+    models = init_models(CONFIG, jax.random.key(0))
+    params, static = eqx.partition(models, eqx.is_array)
+    batch = _batch([1, 2])
+    num_vars = CONFIG.space.num_vars
+    actions = jnp.stack([jnp.zeros((2, BUCKET.num_ops, num_vars), jnp.int32),
+                         jnp.ones((2, BUCKET.num_ops, num_vars), jnp.int32)], axis=1)
+    reward = jnp.array([[-0.9, -1.1], [-0.9, -1.1]])  # baseline starts at −1
+
+    @jax.jit
+    def margin(p):  # log p(rewarded) − log p(other), summed over the batch
+        policy = eqx.combine(p, static)[0]
+        logits = jax.vmap(policy)(batch.graphs, batch.features)
+        logp = jax.vmap(jax.vmap(log_prob, in_axes=(None, 0, None)))(
+            logits, actions, batch.graphs.op_mask)
+        return jnp.sum(logp[:, 0] - logp[:, 1])
+
+    value_and_grad = jax.jit(jax.value_and_grad(
+        lambda p: loss(p, static, batch, actions, reward, 1e-4)[0]))
+    before, grads = value_and_grad(params)
+    tx = optax.sgd(1e-2)
+    updates, _ = tx.update(grads, tx.init(params), params)
+    after_params = optax.apply_updates(params, updates)
+    after, _ = value_and_grad(after_params)
+    assert float(after) < float(before)
+    assert float(margin(after_params)) > float(margin(params))
+
+
+def test_train_step_compiles_once_and_updates():
+    models = init_models(CONFIG, jax.random.key(0))
+    rl = ReinforceConfig(samples=2, evals=30, learning_rate=1e-2)
+    state = init_state(models, rl, jax.random.key(1))
+    step = make_train_step(models, rl, CostParams())
+    new, metrics = step(state, _batch([3, 4]))
+    new, metrics = step(new, _batch([5, 6]))  # other graphs, same bucket and batch size
+    assert step._cache_size() == 1
+    assert int(new.step) == 2
+    assert all(np.isfinite(float(v)) for v in metrics.values())
+    assert float(metrics["evaluations"]) == 2 * 2 * 30
+    assert float(metrics["reward"]) < 0.0  # −peak / reference
+    moved = jax.tree.map(lambda a, b: bool(jnp.any(a != b)), state.params, new.params)
+    assert all(jax.tree.leaves(moved))
+
+
+@pytest.fixture(scope="module")
+def policy_export(tmp_path_factory):
+    """An untrained tiny policy exported as ``train.regal`` does (features: 100 evaluations)."""
+    path = tmp_path_factory.mktemp("regal_policy") / "policy"
+    config = {"policy": config_to_dict(CONFIG), "feature_evals": 100}
+    save_checkpoint(path, init_models(CONFIG, jax.random.key(0))[0],
+                    {"kind": POLICY_KIND, "config": config})
+    return path
+
+
+def _check_rows(graphs, outcome, budget):
+    for graph, row in zip(graphs, outcome.results):
+        assert row["evals_used"] == budget
+        ops = sorted(item[1] for item in row["order"] if item[0] == "op")
+        assert ops == list(range(graph.num_ops))
+        assert row["value"] == row["peak_memory"] > 0
+
+
+def test_regal_through_optimize(policy_export):
+    graphs = [random_computation_graph(8, 11), random_computation_graph(10, 12)]
+    outcome = optimize("regal", graphs, num_devices=D, budget=110, seed=0,
+                       options={"checkpoint": str(policy_export)})
+    _check_rows(graphs, outcome, 110)
+
+
+def test_method_errors(policy_export, tmp_path):
+    graphs = [random_computation_graph(8, 11)]
+    with pytest.raises(ValueError, match="make train"):
+        optimize("regal", graphs, num_devices=D, budget=160,
+                 options={"checkpoint": str(tmp_path / "missing")})
+    with pytest.raises(ValueError, match="encoder"):
+        optimize("gas", graphs, num_devices=D, budget=160,
+                 options={"checkpoint": str(policy_export)})
+    with pytest.raises(ValueError, match="decoding"):
+        optimize("regal", graphs, num_devices=D, budget=160,
+                 options={"checkpoint": str(policy_export), "decoding": "beam"})
+    with pytest.raises(ValueError, match="must exceed"):
+        optimize("regal", graphs, num_devices=D, budget=100,
+                 options={"checkpoint": str(policy_export)})
+    with pytest.raises(ValueError, match="devices"):
+        optimize("regal", graphs, num_devices=3, budget=160,
+                 options={"checkpoint": str(policy_export)})
+
+
+# --- End to end (slow: several compilations of BRKGA and the train step) ---------------------
+
+TINY = ["steps=2", "batch_size=2", "feature_evals=100", "valid_evals=150",
+        "checkpoint_every=1", "validate_every=2", "log_every=1", "policy.steps=1",
+        "policy.hidden=8", "reinforce.samples=2", "reinforce.evals=30", "data.num_graphs=10",
+        "data.min_ops=6", "data.max_ops=10", "data.max_valid=2"]
+
+
+@pytest.fixture(scope="module")
+def trained(tmp_path_factory):
+    run_dir = tmp_path_factory.mktemp("regal_run")
+    assert train_regal.main(["--config", "train/configs/regal_small.toml", "--run-dir",
+                             str(run_dir), *TINY]) == 0
+    return run_dir
+
+
+@pytest.mark.slow
+def test_training_run_writes_metrics_and_policy(trained):
+    lines = [json.loads(x) for x in (trained / "metrics.jsonl").read_text().splitlines()]
+    assert [x["step"] for x in lines] == [1, 2]
+    assert np.isfinite(lines[-1]["val/reward"]) and np.isfinite(lines[-1]["reward"])
+    assert (trained / "policy").is_dir() and (trained / "dataset.npz").is_file()
+    # A second run over the same directory must be asked for explicitly.
+    with pytest.raises(Exception, match="previous run"):
+        train_regal.main(["--config", "train/configs/regal_small.toml", "--run-dir",
+                          str(trained), *TINY])
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("method, source", [("regal", "policy"), ("idrs", "policy"),
+                                            ("regal", "")])
+def test_trained_methods_through_optimize(trained, method, source):
+    """The exported policy and the run directory itself (its best training checkpoint)."""
+    graphs = [random_computation_graph(8, 11), random_computation_graph(10, 12)]
+    outcome = optimize(method, graphs, num_devices=D, budget=160, seed=0,
+                       options={"checkpoint": str(trained / source)})
+    _check_rows(graphs, outcome, 160)
