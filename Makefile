@@ -3,12 +3,12 @@ VENV   ?= .venv
 PYTHON := $(VENV)/bin/python
 PYTEST_FLAGS ?= -q
 
-.PHONY: install demo test test-slow bench clean
+.PHONY: install demo test test-slow bench results train clean
 
 $(VENV)/.installed: pyproject.toml
 	python3 -m venv $(VENV)
 	$(PYTHON) -m pip install --quiet --upgrade pip
-	$(PYTHON) -m pip install --quiet -e ".[test]"
+	$(PYTHON) -m pip install --quiet -e ".[test,eval]"
 	touch $@
 
 install: $(VENV)/.installed
@@ -24,10 +24,24 @@ test: install
 test-slow: install
 	$(PYTHON) -m pytest $(PYTEST_FLAGS) -m slow
 
+## Train a REGAL policy on built-in synthetic graphs (minutes on a CPU); run dir runs/regal_small,
+## best policy exported to runs/regal_small/policy. ARGS: e.g. ARGS="--resume" or overrides.
+train: install
+	$(PYTHON) -m train.regal --config train/configs/regal_small.toml $(ARGS)
+
 ## Cost-model throughput and BRKGA 5K wall time; writes docs/benchmarks.md.
 bench: install
 	$(PYTHON) -m eval.bench_cost_model
 	$(PYTHON) -m eval.bench_brkga
+
+## Evaluation sweeps (eval/configs/*.toml) and their reports in docs/results/ (~30 min on a
+## 2-core CPU; resumable: an interrupted `make results` continues where it stopped).
+SWEEP_ENV ?= XLA_FLAGS=--xla_force_host_platform_device_count=2
+results: install
+	for name in synthetic moccasin; do \
+	  $(SWEEP_ENV) $(PYTHON) -m eval.sweep --config eval/configs/$$name.toml --resume && \
+	  $(PYTHON) -m eval.report runs/sweeps/$$name --out docs/results/$$name || exit 1; \
+	done
 
 clean:
 	rm -rf $(VENV) .pytest_cache build *.egg-info
