@@ -8,7 +8,7 @@ PYTEST_FLAGS ?= -q
 $(VENV)/.installed: pyproject.toml
 	python3 -m venv $(VENV)
 	$(PYTHON) -m pip install --quiet --upgrade pip
-	$(PYTHON) -m pip install --quiet -e ".[test,eval]"
+	$(PYTHON) -m pip install --quiet -e ".[test,eval,cpsat]"
 	touch $@
 
 install: $(VENV)/.installed

@@ -154,8 +154,9 @@ def _add_optimize(parser: argparse.ArgumentParser) -> None:
 
 # optimize flags passed to a method as options (a method rejects options it does not take)
 _OPTIONS = [("checkpoint", str, "learned methods: checkpoint directory (default: shipped)"),
-            ("decoding", str, "topoformer: greedy, sample or beam"),
-            ("time_limit", float, "exact solvers: time limit in seconds")]
+            ("decode", str, "learned methods: greedy, sample or beam"),
+            ("time_limit", float, "exact solvers: time limit in seconds"),
+            ("beam_size", int, "approx_dp: beam width K (default 100,000)")]
 
 
 def _load_inputs(paths: list[Path]) -> list[tuple[str, Graph]]:

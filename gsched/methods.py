@@ -24,12 +24,13 @@ from typing import Any, Callable, Mapping, NamedTuple, Sequence
 import jax
 import numpy as np
 
-from gsched import brkga, local_search, random_search
-from gsched.baselines import EVALUATIONS, HEURISTICS
-from gsched.cost_model import (CostParams, check_cost_params, check_search_settings, evaluate_order,
+from gsched import brkga, local_search, random_search, tuning
+from gsched.baselines import EVALUATIONS, HEURISTICS, cpsat, dp, ordering
+from gsched.cost_model import (OBJECTIVES, CostParams, check_cost_params, check_search_settings, evaluate_order,
                                evaluation_to_dict)
 from gsched.graph import Graph, topological_order
 from gsched.padding import batch_graphs, bucket_for
+from gsched.topoformer import method as topoformer_method
 
 
 @dataclasses.dataclass(frozen=True)
@@ -41,6 +42,7 @@ class Method:
     options: tuple[str, ...] = ()  # option names ``build`` accepts
     min_evals: int = 1  # evaluations a heuristic counts
     max_devices: int | None = None  # largest D the method supports (None: any)
+    objectives: tuple[str, ...] = OBJECTIVES  # objectives the method can optimize
 
 
 class Outcome(NamedTuple):
@@ -61,17 +63,56 @@ def _heuristic(name: str) -> Callable[[], Callable]:
     return lambda: HEURISTICS[name]
 
 
+def _learned(name: str) -> Callable[..., Callable]:
+    """A ``build`` for a REGAL-family method (``gsched.regal.method``, imported on build)."""
+    def build(**options):
+        from gsched.regal import method as regal_method
+        return getattr(regal_method, f"build_{name}")(**options)
+    return build
+
+
 # Random search, BRKGA and local search take the whole cost-model interface; their defaults
 # are the papers' (BRKGA: π = 100, π_e = 10, π_c = 80, ρ = 0.7, uniform genes).
 METHODS: dict[str, Method] = {
     "brkga": Method("BRKGA with REGAL's defaults (uniform genes, elite bias 0.7)", "search",
                     _search(brkga.run_batch, config=brkga.BRKGAConfig())),
+    "tuned_brkga": Method("BRKGA with the grid-searched setting of the objective "
+                          "(gsched/baselines/tuned_brkga.json)", "search",
+                          lambda: tuning.tuned_run_batch),
     "random": Method("random search: the best of the budget's uniform chromosomes", "search",
                      _search(random_search.run_batch)),
     "local_search": Method("local search: sampled best one-step device/order moves, restarts",
                            "search", _search(local_search.run_batch)),
+    "regal": Method("REGAL: a GNN policy's per-node Betas guide BRKGA (400 evals of features)",
+                    "search", _learned("regal"), options=("checkpoint", "decode")),
+    "gas": Method("GAS: REGAL's heads on an LSTM over the topologically sorted nodes",
+                  "search", _learned("gas"), options=("checkpoint", "decode")),
+    "idrs": Method("IDRS: the REGAL policy's Betas with plain random sampling, no BRKGA",
+                   "search", _learned("idrs"), options=("checkpoint", "decode")),
     **{name: Method(f"classical heuristic {name}", "heuristic", _heuristic(name),
                     min_evals=EVALUATIONS[name]) for name in HEURISTICS},
+    # Neural Topological Ordering's single-device baselines (§5, C.3).
+    "dfs_order": Method("depth-first sequencing (one device)", "heuristic",
+                        functools.partial(ordering.runner, "dfs_order"), max_devices=1),
+    "bfs_order": Method("breadth-first sequencing (one device)", "heuristic",
+                        functools.partial(ordering.runner, "bfs_order"), max_devices=1),
+    "random_orders": Method("the best of 100 random topological orders (one device)",
+                            "heuristic", functools.partial(ordering.runner, "random_orders"),
+                            min_evals=ordering.NUM_RANDOM_ORDERS, max_devices=1),
+    "approx_dp": Method("approximate DP: beam of K sets with state collapsing (K = 100,000; "
+                        "one device)", "search", dp.approx_dp_runner, options=("beam_size",),
+                        max_devices=1),
+    "dfs_dp": Method("depth-first DP with a time limit (default 60 s; one device)", "heuristic",
+                     dp.dfs_dp_runner, options=("time_limit",), max_devices=1),
+    "cpsat": Method("CP-SAT (OR-Tools extra): exact min peak memory over orders and placements, "
+                    "transfers after producers; time limit (default 60 s)", "heuristic",
+                    cpsat.build, options=("time_limit",), objectives=("peak_memory",)),
+    "exact_dp": Method("exact DP over scheduled sets, graphs of <= 25 ops (one device)",
+                       "heuristic", dp.exact_dp_runner, max_devices=1),
+    "topoformer": Method("Neural Topological Ordering: Topoformer priorities decoded greedy / "
+                         "sample / beam (width 16, state collapsing); one device",
+                         "search", topoformer_method.build, options=("checkpoint", "decode"),
+                         max_devices=1),
 }
 
 
@@ -93,6 +134,9 @@ def _check(name: str, spec: Method, num_devices: int, budget: int, objective: st
     if spec.max_devices is not None and num_devices > spec.max_devices:
         raise ValueError(f"method {name} supports at most {spec.max_devices} device(s), "
                          f"got {num_devices}")
+    if objective not in spec.objectives:
+        raise ValueError(f"method {name} optimizes only {', '.join(spec.objectives)}, "
+                         f"not {objective}")
     if budget < spec.min_evals:
         raise ValueError(f"method {name} needs {spec.min_evals} evaluations, the budget is "
                          f"{budget}")
@@ -117,11 +161,27 @@ def _row(graph: Graph, fields: dict, objective: str, evals_used: int, info=None)
             "num_tensors": graph.num_tensors, **fields, **(info or {})}
 
 
-def _run_search(runner, graphs, num_devices, budget, objective, cost_params, seed) -> Outcome:
+def _placement(mesh: jax.sharding.Mesh | None, batch: int):
+    """Where (key, graphs, cost params) go: the default device, or the graphs' leading axis
+    split over ``mesh``'s first axis (the rest replicated), so the jitted search runs SPMD."""
+    if mesh is None:
+        return None
+    axis = mesh.axis_names[0]
+    if batch % mesh.shape[axis]:
+        raise ValueError(f"{batch} graphs are not divisible by the {mesh.shape[axis]} devices "
+                         f"of mesh axis {axis!r}")
+    replicated = jax.sharding.NamedSharding(mesh, jax.sharding.PartitionSpec())
+    split = jax.sharding.NamedSharding(mesh, jax.sharding.PartitionSpec(axis))
+    return (replicated, split, replicated)
+
+
+def _run_search(runner, graphs, num_devices, budget, objective, cost_params, seed,
+                mesh) -> Outcome:
     bucket = bucket_for(graphs)
     operands = jax.device_put((jax.random.PRNGKey(seed), batch_graphs(graphs, bucket),
-                               cost_params))
-    signature = jax.tree.map(lambda x: jax.ShapeDtypeStruct(x.shape, x.dtype), operands)
+                               cost_params), _placement(mesh, len(graphs)))
+    signature = jax.tree.map(lambda x: jax.ShapeDtypeStruct(x.shape, x.dtype,
+                                                            sharding=x.sharding), operands)
     start = time.perf_counter()
     compiled = _compiled(runner, num_devices, budget, objective, signature)
     compile_seconds = time.perf_counter() - start
@@ -164,9 +224,14 @@ def _cost_kwargs(cost_params: CostParams) -> dict:
 
 def optimize(name: str, graphs: Sequence[Graph], *, num_devices: int, budget: int,
              objective: str = "peak_memory", cost_params: CostParams = CostParams(),
-             seed: int = 0, options: Mapping[str, Any] | None = None) -> Outcome:
+             seed: int = 0, options: Mapping[str, Any] | None = None,
+             mesh: jax.sharding.Mesh | None = None) -> Outcome:
     """Runs method ``name`` on ``graphs`` (one batch, padded to one bucket) with ``budget``
-    cost-model evaluations per graph. Bad settings raise ``ValueError`` naming the problem."""
+    cost-model evaluations per graph. Bad settings raise ``ValueError`` naming the problem.
+
+    ``mesh``: a search method's batch is split over its first axis (the number of graphs must
+    be divisible by its size); the results are those of the unsharded run. Heuristics run on
+    the host and ignore it."""
     spec = method(name)
     options = dict(options or {})
     _check(name, spec, num_devices, budget, objective, options)
@@ -176,5 +241,5 @@ def optimize(name: str, graphs: Sequence[Graph], *, num_devices: int, budget: in
     runner = _runner(name, tuple(sorted(options.items())))
     if spec.kind == "search":
         return _run_search(runner, list(graphs), num_devices, budget, objective, cost_params,
-                           seed)
+                           seed, mesh)
     return _run_heuristic(runner, spec, list(graphs), num_devices, objective, cost_params, seed)

@@ -126,7 +126,7 @@ def test_bad_input(capsys, tmp_path):
     g = ["--graph", str(DIAMOND), "--devices", "1"]
     cases = [
         ([*g, "--method", "annealing", "--evals", "5"],
-         "unknown method 'annealing' (available: brkga, random, local_search, xla_list"),
+         "unknown method 'annealing' (available: brkga, "),
         ([*g, "--method", "brkga", "--evals", "0"], "--evals: must be >= 1, got 0"),
         ([*g, "--method", "brkga", "--evals", "-3"], "--evals: must be >= 1"),
         ([*g, "--method", "brkga", "--evals", "5", "--objective", "speed"],

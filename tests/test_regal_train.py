@@ -119,9 +119,9 @@ def test_method_errors(policy_export, tmp_path):
     with pytest.raises(ValueError, match="encoder"):
         optimize("gas", graphs, num_devices=D, budget=160,
                  options={"checkpoint": str(policy_export)})
-    with pytest.raises(ValueError, match="decoding"):
+    with pytest.raises(ValueError, match="--decode must be one of"):
         optimize("regal", graphs, num_devices=D, budget=160,
-                 options={"checkpoint": str(policy_export), "decoding": "beam"})
+                 options={"checkpoint": str(policy_export), "decode": "beam"})
     with pytest.raises(ValueError, match="must exceed"):
         optimize("regal", graphs, num_devices=D, budget=100,
                  options={"checkpoint": str(policy_export)})

@@ -1,6 +1,6 @@
 """The learned methods of the registry (``gsched.methods``): ``regal``, ``gas`` and ``idrs``.
 
-Each ``build_*(checkpoint=..., decoding=...)`` loads a trained policy and returns a traceable
+Each ``build_*(checkpoint=..., decode=...)`` loads a trained policy and returns a traceable
 runner ``fn(key, graphs [B], cost_params, *, num_devices, budget, objective)`` →
 :class:`~gsched.search.SearchResult` (:func:`gsched.regal.rollout.guided_search`):
 
@@ -65,9 +65,9 @@ def load_policy(path: str | Path) -> tuple[Policy, dict]:
 
 
 def _build(name: str, search: str, encoder: str, checkpoint: str | Path | None = None,
-           decoding: str = "greedy"):
-    if decoding not in DECODINGS:
-        raise ValueError(f"decoding must be one of {DECODINGS}, got {decoding!r}")
+           decode: str = "greedy"):
+    if decode not in DECODINGS:
+        raise ValueError(f"method {name}: --decode must be one of {DECODINGS}, got {decode!r}")
     checkpoint = DEFAULT_CHECKPOINTS[name] if checkpoint is None else checkpoint
     policy, meta = load_policy(checkpoint)
     feature_evals = int(meta["config"].get("feature_evals", FEATURE_EVALS))
@@ -75,7 +75,7 @@ def _build(name: str, search: str, encoder: str, checkpoint: str | Path | None =
     if found != encoder:
         raise ValueError(f"method {name} needs a policy with encoder {encoder!r}, the checkpoint "
                          f"{checkpoint} has {found!r}")
-    return functools.partial(_run, policy, decoding, search, feature_evals)
+    return functools.partial(_run, policy, decode, search, feature_evals)
 
 
 def _run(policy, decoding, search, feature_evals, key, graphs, cost_params, *, num_devices,
