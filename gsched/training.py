@@ -116,6 +116,29 @@ def load_config(path: str | Path, cls: type[T], overrides: Sequence[str] = ()) -
     return config_from_dict(cls, data, source=str(path))
 
 
+def parse_run_arguments(prog: str, description: str, cls: type[T],
+                        argv: Sequence[str] | None = None) -> tuple[Any, T, Path]:
+    """The trainers' shared command line: ``--config FILE [--run-dir D] [--resume]
+    [--overwrite] [key=value ...]``. Returns ``(args, config, run_dir)``, the run directory
+    defaulting to ``runs/<config file stem>``; a bad config exits with status 2 naming the key."""
+    import argparse
+    parser = argparse.ArgumentParser(prog=prog, description=description,
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--config", type=Path, required=True, help="TOML config file")
+    parser.add_argument("--run-dir", type=Path, default=None,
+                        help="default: runs/<config file stem>")
+    parser.add_argument("--resume", action="store_true", help="continue the run in --run-dir")
+    parser.add_argument("--overwrite", action="store_true",
+                        help="start afresh in a run directory that holds a previous run")
+    parser.add_argument("overrides", nargs="*", help="key=value config overrides")
+    args = parser.parse_args(argv)
+    try:
+        config = load_config(args.config, cls, args.overrides)
+    except ConfigError as err:
+        parser.exit(2, f"{prog}: error: {err}\n")
+    return args, config, args.run_dir or Path("runs") / args.config.stem
+
+
 def config_from_dict(cls: type[T], data: Mapping[str, Any], *, source: str = "config") -> T:
     """Builds the dataclass ``cls`` from a (nested) mapping, checking keys and types.
 

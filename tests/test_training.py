@@ -23,6 +23,7 @@ import numpy as np
 import optax
 import pytest
 
+from gsched import training
 from gsched.training import (CheckpointError, ConfigError, Checkpointer, MetricsLog, Progress,
                              config_from_dict, config_to_dict, data_mesh, load_checkpoint,
                              load_config, read_checkpoint_metadata, read_metrics, run_training,
@@ -451,3 +452,19 @@ def test_data_parallel_training_on_two_host_devices(tmp_path, reference):
     out = subprocess.run([sys.executable, "-c", SHARDED, str(tmp_path / "ref.npz")], cwd=root,
                          env=env, capture_output=True, text=True, timeout=300)
     assert "SHARDED_TRAINING_OK" in out.stdout, out.stderr[-3000:]
+
+
+def test_parse_run_arguments_defaults_and_bad_keys(tmp_path, capsys):
+    @dataclasses.dataclass(frozen=True)
+    class Tiny:
+        steps: int = 3
+
+    config_file = tmp_path / "tiny_run.toml"
+    config_file.write_text("steps = 5\n")
+    args, config, run_dir = training.parse_run_arguments(
+        "prog", "doc", Tiny, ["--config", str(config_file), "steps=7", "--resume"])
+    assert config == Tiny(steps=7) and args.resume and run_dir == Path("runs/tiny_run")
+    with pytest.raises(SystemExit) as exit_info:
+        training.parse_run_arguments("prog", "doc", Tiny, ["--config", str(config_file),
+                                                           "stepz=1"])
+    assert exit_info.value.code == 2 and "stepz" in capsys.readouterr().err

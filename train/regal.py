@@ -26,7 +26,6 @@ cost model takes one capacity per call). Peak-memory ratios are unchanged by the
 
 from __future__ import annotations
 
-import argparse
 import dataclasses
 import hashlib
 import json
@@ -270,22 +269,8 @@ def export_policy(run_dir: Path, models, config: TrainConfig, template) -> Path:
 
 
 def main(argv=None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m train.regal",
-                                     description=__doc__.split("\n\n")[0])
-    parser.add_argument("--config", type=Path, default=Path("train/configs/regal_small.toml"))
-    parser.add_argument("--run-dir", type=Path, default=None,
-                        help="default: runs/<config file stem>")
-    parser.add_argument("--resume", action="store_true", help="continue the run in --run-dir")
-    parser.add_argument("--overwrite", action="store_true",
-                        help="start afresh in a run directory that holds a previous run")
-    parser.add_argument("overrides", nargs="*", help="key=value config overrides")
-    args = parser.parse_args(argv)
-    try:
-        config = training.load_config(args.config, TrainConfig, args.overrides)
-    except training.ConfigError as err:
-        print(f"train.regal: error: {err}", file=sys.stderr)
-        return 2
-    run_dir = args.run_dir or Path("runs") / args.config.stem
+    args, config, run_dir = training.parse_run_arguments(
+        "python -m train.regal", __doc__.split("\n\n")[0], TrainConfig, argv)
     train_batch, valid_batch, first = load_data(config, run_dir)
     costs = cost_params(config)
     models = init_models(config.policy, jax.random.key(config.seed))

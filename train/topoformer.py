@@ -19,7 +19,6 @@ is exported to ``<run_dir>/model`` (what ``--method topoformer --checkpoint`` lo
 
 from __future__ import annotations
 
-import argparse
 import dataclasses
 import shutil
 import sys
@@ -97,20 +96,8 @@ def batch_maker(config: TrainConfig):
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m train.topoformer", description=__doc__,
-                                     formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--config", required=True, help="TOML config (train/configs/...)")
-    parser.add_argument("--run-dir", default="runs/topoformer", help="output directory")
-    parser.add_argument("--resume", action="store_true", help="continue the run in --run-dir")
-    parser.add_argument("--overwrite", action="store_true", help="start --run-dir afresh")
-    parser.add_argument("overrides", nargs="*", help="config overrides key=value")
-    args = parser.parse_args(argv)
-    try:
-        config = training.load_config(args.config, TrainConfig, args.overrides)
-    except training.ConfigError as err:
-        print(f"error: {err}", file=sys.stderr)
-        return 2
-    run_dir = Path(args.run_dir)
+    args, config, run_dir = training.parse_run_arguments(
+        "python -m train.topoformer", __doc__, TrainConfig, argv)
     rl = config.reinforce
 
     bucket = bucket_of(config.data)
