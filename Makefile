@@ -36,7 +36,7 @@ bench: install
 
 ## Evaluation sweeps (eval/configs/*.toml) and their reports in docs/results/ (~30 min on a
 ## 2-core CPU; resumable: an interrupted `make results` continues where it stopped).
-SWEEP_ENV ?= XLA_FLAGS=--xla_force_host_platform_device_count=2
+SWEEP_ENV ?=
 results: install
 	for name in synthetic moccasin; do \
 	  $(SWEEP_ENV) $(PYTHON) -m eval.sweep --config eval/configs/$$name.toml --resume && \

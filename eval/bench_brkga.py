@@ -4,7 +4,7 @@ REGAL's C++ BRKGA took 0.89 s per graph for 5,000 evaluations. This measures
 :func:`gsched.brkga.run_batch` (π = 100, π_e = 10, π_c = 80, ρ = 0.7, uniform genes) on a
 batch of ``B`` different REGAL-style random graphs (seeds ``0..B−1``) of each size, D = 2,
 peak-memory objective, one jitted call per batch through :func:`gsched.methods.optimize`
-(split over all local devices; on a CPU one device per core): compile time apart, then the
+(with ``--shard``, split over all local devices, on a CPU one per core): compile time apart, then the
 median of the timed calls divided by ``B`` (amortized seconds per graph). Results go to a section of
 ``docs/benchmarks.md`` (see :func:`eval.bench_cost_model.write_section`)::
 
@@ -78,8 +78,9 @@ def parse_args(argv: Sequence[str]) -> argparse.Namespace:
     p.add_argument("--budget", type=int, default=5000, help="evaluations per graph")
     p.add_argument("--devices", type=int, default=2, help="number of devices D")
     p.add_argument("--repeats", type=int, default=2, help="timed calls after the first")
-    p.add_argument("--no-shard", dest="shard", action="store_false",
-                   help="run the batch on one device (default: split over all CPU cores)")
+    p.add_argument("--shard", action="store_true",
+                   help="split the batch over all local devices (one per CPU core); on the "
+                        "2-core CPU this was 2x slower than one device, see docs/benchmarks.md")
     p.add_argument("--quick", action="store_true", help="tiny smoke run (sizes 30, B 2, 300)")
     p.add_argument("--output", type=Path, default=DEFAULT_OUTPUT)
     args = p.parse_args(argv)
