@@ -30,6 +30,17 @@ class MemoryProfile(NamedTuple):
     excess: jnp.ndarray  # [] float32, Σ_d max(0, peak_d − capacity)
 
 
+def memory_units(graph: PaddedGraph) -> tuple[jnp.ndarray, fp.Fixed, fp.Fixed]:
+    """The graph's fixed-point memory unit (Σ sizes + max temporary memory < 2^41 units) and,
+    in it, the tensor sizes ``[T]`` and temporary memories ``[N]`` (padding: 0). Every exact
+    memory computation (this module, Topoformer's decoder) uses it, so all round alike."""
+    size = jnp.where(graph.tensor_mask, graph.tensor_size, 0.0)
+    temporary = jnp.where(graph.op_mask, graph.temporary_memory, 0.0)
+    unit = fp.choose_unit(jnp.sum(size) + jnp.max(temporary), MEMORY_VALUE_BITS)
+    return (unit, fp.from_float(size, unit, MEMORY_LO_BITS),
+            fp.from_float(temporary, unit, MEMORY_LO_BITS))
+
+
 def peak_memory(graph: PaddedGraph, placement: Placement, schedule: Schedule,
                 capacity: jnp.ndarray, num_devices: int) -> MemoryProfile:
     """Peak memory per device of ``schedule`` (one chromosome, no batch axis)."""
@@ -53,11 +64,7 @@ def peak_memory(graph: PaddedGraph, placement: Placement, schedule: Schedule,
     last_read = jnp.maximum(consumer_reads, jnp.where(on_producer, last_transfer[:, None], -1))
     free = jnp.maximum(start, last_read)
 
-    unit = fp.choose_unit(jnp.sum(jnp.where(graph.tensor_mask, graph.tensor_size, 0.0))
-                          + jnp.max(jnp.where(graph.op_mask, graph.temporary_memory, 0.0)),
-                          MEMORY_VALUE_BITS)
-    size = fp.from_float(graph.tensor_size, unit, MEMORY_LO_BITS)
-    temp = fp.from_float(graph.temporary_memory, unit, MEMORY_LO_BITS)
+    unit, size, temp = memory_units(graph)
 
     # Difference arrays over [D, steps + 1] (+1 column: the step after the last).
     width = steps + 1

@@ -39,7 +39,7 @@ import jax
 import jax.numpy as jnp
 
 from gsched import fixedpoint as fp
-from gsched.memory import MEMORY_LO_BITS, MEMORY_VALUE_BITS
+from gsched.memory import MEMORY_LO_BITS, memory_units
 from gsched.padding import PaddedGraph
 from gsched.topoformer.relations import op_adjacency
 
@@ -96,15 +96,10 @@ def build_tables(graph: PaddedGraph) -> Tables:
     reads = (jnp.zeros((n, t), jnp.int32)
              .at[graph.edge_consumer, graph.edge_tensor].max(graph.edge_mask.astype(jnp.int32)))
     readers = reads.sum(axis=0)
-    tensor_size = jnp.where(graph.tensor_mask, graph.tensor_size, 0.0)
-    temporary = jnp.where(graph.op_mask, graph.temporary_memory, 0.0)
-    # The cost model's unit (gsched.memory.peak_memory), so both round every size alike.
-    unit = fp.choose_unit(tensor_size.sum() + temporary.max(), MEMORY_VALUE_BITS)
-    size = fp.from_float(tensor_size, unit, MEMORY_LO_BITS)
+    unit, size, temp = memory_units(graph)  # the cost model's: both round every size alike
     produced = ((graph.tensor_producer[None, :] == jnp.arange(n)[:, None])
                 & graph.tensor_mask[None, :]).astype(jnp.int32)  # [N, T]
     outputs = _fixed_sum(fp.Fixed(size.hi[None], size.lo[None]), produced)
-    temp = fp.from_float(temporary, unit, MEMORY_LO_BITS)
     step_usage = fp.add(outputs, temp, MEMORY_LO_BITS)
     stays_live = _fixed_sum(fp.Fixed(size.hi[None], size.lo[None]),
                             produced * (readers[None, :] > 0))
