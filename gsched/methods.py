@@ -101,14 +101,16 @@ METHODS: dict[str, Method] = {
                             min_evals=ordering.NUM_RANDOM_ORDERS, max_devices=1),
     "approx_dp": Method("approximate DP: beam of K sets with state collapsing (K = 100,000; "
                         "one device)", "search", dp.approx_dp_runner, options=("beam_size",),
-                        max_devices=1),
+                        max_devices=1, objectives=("peak_memory",)),
     "dfs_dp": Method("depth-first DP with a time limit (default 60 s; one device)", "heuristic",
-                     dp.dfs_dp_runner, options=("time_limit",), max_devices=1),
+                     dp.dfs_dp_runner, options=("time_limit",), max_devices=1,
+                     objectives=("peak_memory",)),
     "cpsat": Method("CP-SAT (OR-Tools extra): exact min peak memory over orders and placements, "
                     "transfers after producers; time limit (default 60 s)", "heuristic",
                     cpsat.build, options=("time_limit",), objectives=("peak_memory",)),
     "exact_dp": Method("exact DP over scheduled sets, graphs of <= 25 ops (one device)",
-                       "heuristic", dp.exact_dp_runner, max_devices=1),
+                       "heuristic", dp.exact_dp_runner, max_devices=1,
+                       objectives=("peak_memory",)),
     "topoformer": Method("Neural Topological Ordering: Topoformer priorities decoded greedy / "
                          "sample / beam (width 16, state collapsing); one device",
                          "search", topoformer_method.build, options=("checkpoint", "decode"),

@@ -175,3 +175,6 @@ def test_registered_methods(brute_force):
     assert all(r["optimal"] for r in exact.results + depth.results)
     with pytest.raises(ValueError, match="at most 1 device"):
         optimize("dfs_dp", graphs, num_devices=2, budget=1)
+    for name in ("approx_dp", "exact_dp", "dfs_dp"):  # they minimize peak memory only
+        with pytest.raises(ValueError, match=f"{name} optimizes only peak_memory, not runtime"):
+            optimize(name, graphs, num_devices=1, budget=1, objective="runtime")
