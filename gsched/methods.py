@@ -6,7 +6,9 @@ runner. Two kinds:
 * ``"search"`` — a traceable ``fn(key, graphs [B], cost_params, *, num_devices, budget,
   objective)`` returning a result with ``best_evaluation`` (leading ``[B]``) and ``evals_used``
   (``[B]``). :func:`optimize` jits it over the whole batch and compiles it ahead of time, so
-  ``wall_seconds`` excludes compilation (``compile_seconds``).
+  ``wall_seconds`` excludes compilation (``compile_seconds``). A runner with an
+  ``info(objective)`` method (the learned ones: which checkpoint ran) adds its JSON scalars
+  to every row.
 * ``"heuristic"`` — a host ``fn(graph, num_devices, seed)`` returning ``(order [N],
   placement [N])`` or ``(order, placement, info)`` (``info``: JSON scalars added to the
   graph's result row), scored by the cost model; it counts ``min_evals`` evaluations.
@@ -191,8 +193,9 @@ def _run_search(runner, graphs, num_devices, budget, objective, cost_params, see
     result = jax.block_until_ready(compiled(*operands))
     wall_seconds = time.perf_counter() - start
     evaluations, evals_used = jax.device_get((result.best_evaluation, result.evals_used))
+    info = runner.info(objective) if hasattr(runner, "info") else None
     rows = [_row(g, evaluation_to_dict(jax.tree.map(lambda x: x[b], evaluations), g, bucket,
-                                       num_devices), objective, int(evals_used[b]))
+                                       num_devices), objective, int(evals_used[b]), info)
             for b, g in enumerate(graphs)]
     return Outcome(rows, wall_seconds, compile_seconds)
 

@@ -14,22 +14,34 @@ REGAL A.1) of the budget. A checkpoint is a policy export (``train.regal`` write
 ``<run_dir>/policy``) or a training run directory / checkpoint (the policy is taken from its
 training state). Loading imports orbax (``gsched.training``), so it happens in ``build``, never
 at import.
+
+Without ``checkpoint`` the shipped policy of the run's objective is used
+(``DEFAULT_CHECKPOINTS``; the objective is static, so the choice is made at trace time); an
+explicit ``checkpoint`` serves every objective. Either way every result row says which policy
+ran and what it was trained for (``checkpoint``, ``policy_objective``: ``LearnedRunner.info``),
+so a policy used on the other objective (a transfer, e.g. ``gas`` on runtime) is visible.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 from pathlib import Path
+from typing import Any
 
 import jax
 
+from gsched.cost_model import OBJECTIVES
 from gsched.regal.gnn import SequenceEncoder
 from gsched.regal.policy import Policy, PolicyConfig
 from gsched.regal.rollout import DECODINGS, FEATURE_EVALS, guided_search
 
 CHECKPOINTS = Path(__file__).parent / "checkpoints"
-DEFAULT_CHECKPOINTS = {"regal": CHECKPOINTS / "regal", "gas": CHECKPOINTS / "gas",
-                       "idrs": CHECKPOINTS / "regal"}
+# method → objective → shipped policy (MODEL_CARD.md). GAS ships a peak-memory policy only,
+# used for runtime too (a transfer, visible in the rows' ``policy_objective``).
+_REGAL_DEFAULTS = {"peak_memory": CHECKPOINTS / "regal", "runtime": CHECKPOINTS / "regal_runtime"}
+DEFAULT_CHECKPOINTS = {"regal": _REGAL_DEFAULTS, "idrs": _REGAL_DEFAULTS,
+                       "gas": dict.fromkeys(OBJECTIVES, CHECKPOINTS / "gas")}
 POLICY_KIND = "regal_policy"  # metadata "kind" of a policy export
 
 
@@ -64,25 +76,52 @@ def load_policy(path: str | Path) -> tuple[Policy, dict]:
     return policy, meta
 
 
-def _build(name: str, search: str, encoder: str, checkpoint: str | Path | None = None,
-           decode: str = "greedy"):
-    if decode not in DECODINGS:
-        raise ValueError(f"method {name}: --decode must be one of {DECODINGS}, got {decode!r}")
-    checkpoint = DEFAULT_CHECKPOINTS[name] if checkpoint is None else checkpoint
-    policy, meta = load_policy(checkpoint)
-    feature_evals = int(meta["config"].get("feature_evals", FEATURE_EVALS))
+@dataclasses.dataclass(frozen=True, eq=False)
+class LearnedRunner:
+    """A learned method's runner (``gsched.methods`` search kind): per objective, the policy,
+    its feature budget and ``info`` (``checkpoint``, ``policy_objective``) for the rows."""
+
+    decoding: str
+    search: str
+    policies: dict[str, tuple[Policy, int, dict[str, Any]]]  # objective → (policy, evals, info)
+
+    def __call__(self, key, graphs, cost_params, *, num_devices, budget, objective):
+        policy, feature_evals, _ = self.policies[objective]
+        return guided_search(key, policy, graphs, cost_params, num_devices=num_devices,
+                             budget=budget, objective=objective, decoding=self.decoding,
+                             search=self.search, feature_evals=feature_evals)
+
+    def info(self, objective: str) -> dict[str, Any]:
+        """JSON fields added to every result row of a run on ``objective``."""
+        return self.policies[objective][2]
+
+
+def _load(name: str, encoder: str, path: str | Path, label: str):
+    """``(policy, feature_evals, info)`` of the checkpoint ``path``, its encoder checked."""
+    policy, meta = load_policy(path)
+    config = meta["config"]
     found = "lstm" if isinstance(policy.encoder, SequenceEncoder) else "gnn"
     if found != encoder:
         raise ValueError(f"method {name} needs a policy with encoder {encoder!r}, the checkpoint "
-                         f"{checkpoint} has {found!r}")
-    return functools.partial(_run, policy, decode, search, feature_evals)
+                         f"{path} has {found!r}")
+    from gsched.regal.reinforce import ReinforceConfig
+    trained_for = config.get("reinforce", {}).get("objective", ReinforceConfig.objective)
+    return (policy, int(config.get("feature_evals", FEATURE_EVALS)),
+            {"checkpoint": label, "policy_objective": trained_for})
 
 
-def _run(policy, decoding, search, feature_evals, key, graphs, cost_params, *, num_devices,
-         budget, objective):
-    return guided_search(key, policy, graphs, cost_params, num_devices=num_devices,
-                         budget=budget, objective=objective, decoding=decoding, search=search,
-                         feature_evals=feature_evals)
+def _build(name: str, search: str, encoder: str, checkpoint: str | Path | None = None,
+           decode: str = "greedy") -> LearnedRunner:
+    if decode not in DECODINGS:
+        raise ValueError(f"method {name}: --decode must be one of {DECODINGS}, got {decode!r}")
+    if checkpoint is None:
+        paths = {o: (p, f"shipped:{p.name}") for o, p in DEFAULT_CHECKPOINTS[name].items()}
+    else:
+        paths = dict.fromkeys(OBJECTIVES, (checkpoint, str(checkpoint)))
+    loaded = {}  # each distinct checkpoint is loaded once
+    for path, label in dict.fromkeys(paths.values()):
+        loaded[path] = _load(name, encoder, path, label)
+    return LearnedRunner(decode, search, {o: loaded[p] for o, (p, _) in paths.items()})
 
 
 build_regal = functools.partial(_build, "regal", "brkga", "gnn")
