@@ -32,6 +32,7 @@ from gsched.cost_model import (OBJECTIVES, CostParams, check_cost_params, check_
                                evaluation_to_dict)
 from gsched.graph import Graph, topological_order
 from gsched.padding import batch_graphs, bucket_for
+from gsched.topoformer import hybrid as topoformer_hybrid
 from gsched.topoformer import method as topoformer_method
 
 
@@ -117,6 +118,11 @@ METHODS: dict[str, Method] = {
                          "sample / beam (width 16, state collapsing); one device",
                          "search", topoformer_method.build, options=("checkpoint", "decode"),
                          max_devices=1),
+    "topoformer_brkga": Method("Topoformer-seeded BRKGA: the decoded orders seed BRKGA, mutants "
+                               "from rank Betas around the best one; one device", "search",
+                               topoformer_hybrid.build,
+                               options=("checkpoint", "decode", "concentration"),
+                               max_devices=1, objectives=("peak_memory",)),
 }
 
 

@@ -68,14 +68,12 @@ def load_model(path: str | Path) -> tuple[Topoformer, TopoformerConfig]:
     return model, config
 
 
-def search(model: Topoformer, config: TopoformerConfig, decoding: str, key: jax.Array,
-           graphs: PaddedGraph, cost_params: CostParams, *, num_devices: int, budget: int,
-           objective: str) -> SearchResult:
-    """Decodes ``graphs [B]`` and scores the orders with the cost model (traceable)."""
-    if num_devices != 1:
-        raise ValueError(f"topoformer orders ops on a single device; got num_devices="
-                         f"{num_devices}")
-    width = 1 if decoding == "greedy" else min(WIDTH, budget)
+def decoded_orders(model: Topoformer, config: TopoformerConfig, decoding: str,
+                   key: jax.Array, graphs: PaddedGraph, width: int) -> tuple[jnp.ndarray,
+                                                                             jnp.ndarray]:
+    """The model's decoded orders of ``graphs [B]`` (traceable): ``(orders [B, K, N], best
+    [B])``, ``K = width`` (1 for greedy); beams that collapsed into another are replaced by
+    the best order, ``best`` indexes the order of lowest peak memory."""
     batch = graphs.op_mask.shape[0]
     priorities = jax.vmap(model)(jax.vmap(lambda g: graph_inputs(g, config))(graphs))
     decoded = jax.vmap(lambda g, p, k: decode_graph(g, p, k, mode=decoding, width=width))(
@@ -83,6 +81,29 @@ def search(model: Topoformer, config: TopoformerConfig, decoding: str, key: jax.
     best = best_index(decoded)  # [B]
     orders = jnp.where(decoded.valid[..., None], decoded.order,
                        decoded.order[jnp.arange(batch), best][:, None])
+    return orders, best
+
+
+def decode_width(decoding: str, budget: int) -> int:
+    """Orders decoded (and evaluations counted): 1 for greedy, else ``min(16, budget)``."""
+    return 1 if decoding == "greedy" else min(WIDTH, budget)
+
+
+def check_single_device(name: str, num_devices: int) -> None:
+    """A ``ValueError`` naming ``name`` unless ``num_devices == 1``."""
+    if num_devices != 1:
+        raise ValueError(f"{name} orders ops on a single device; got num_devices="
+                         f"{num_devices}")
+
+
+def search(model: Topoformer, config: TopoformerConfig, decoding: str, key: jax.Array,
+           graphs: PaddedGraph, cost_params: CostParams, *, num_devices: int, budget: int,
+           objective: str) -> SearchResult:
+    """Decodes ``graphs [B]`` and scores the orders with the cost model (traceable)."""
+    check_single_device("topoformer", num_devices)
+    width = decode_width(decoding, budget)
+    batch = graphs.op_mask.shape[0]
+    orders, _ = decoded_orders(model, config, decoding, key, graphs, width)
     keys = jax.vmap(jax.vmap(lambda g, o: order_keys(g, o, jnp.zeros_like(o), 1),
                              in_axes=(None, 0)))(graphs, orders)
 
@@ -95,16 +116,23 @@ def search(model: Topoformer, config: TopoformerConfig, decoding: str, key: jax.
                         jnp.full(batch, width, jnp.int32))
 
 
-def build(checkpoint: str | Path | None = None, decode: str = "beam"):
-    """The ``topoformer`` runner for :mod:`gsched.methods` (loads the checkpoint now);
-    ``decode``: the decoding mode (``--decode``)."""
+def load(checkpoint: str | Path | None = None, decode: str = "beam") -> tuple[Topoformer,
+                                                                             TopoformerConfig]:
+    """``(model, config)`` of ``checkpoint`` (default: the shipped one) after checking the
+    decoding mode; errors name the problem and how to train a model."""
     if decode not in MODES:
         raise ValueError(f"unknown decode mode {decode!r} for topoformer; expected one of "
                          f"{MODES}")
     if checkpoint is None and not DEFAULT_CHECKPOINT.exists():
         raise ValueError(f"the default Topoformer checkpoint {DEFAULT_CHECKPOINT} is missing; "
                          f"{TRAIN_HINT}")
-    model, config = load_model(DEFAULT_CHECKPOINT if checkpoint is None else checkpoint)
+    return load_model(DEFAULT_CHECKPOINT if checkpoint is None else checkpoint)
+
+
+def build(checkpoint: str | Path | None = None, decode: str = "beam"):
+    """The ``topoformer`` runner for :mod:`gsched.methods` (loads the checkpoint now);
+    ``decode``: the decoding mode (``--decode``)."""
+    model, config = load(checkpoint, decode)
 
     def runner(key, graphs, cost_params, *, num_devices, budget, objective):
         return search(model, config, decode, key, graphs, cost_params,
