@@ -156,7 +156,9 @@ def _add_optimize(parser: argparse.ArgumentParser) -> None:
 _OPTIONS = [("checkpoint", str, "learned methods: checkpoint directory (default: shipped)"),
             ("decode", str, "learned methods: greedy, sample or beam"),
             ("time_limit", float, "exact solvers: time limit in seconds"),
-            ("beam_size", int, "approx_dp: beam width K (default 100,000)")]
+            ("beam_size", int, "approx_dp: beam width K (default 100,000)"),
+            ("concentration", float, "topoformer_brkga: total concentration of the mutant "
+                                      "Betas around the decoded order (default 2)")]
 
 
 def _load_inputs(paths: list[Path]) -> list[tuple[str, Graph]]:

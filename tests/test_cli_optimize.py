@@ -173,3 +173,16 @@ def test_gp_dfs_on_a_folder_and_too_small_budget(capsys, tmp_path):
     code = main(["optimize", "--graph", str(tmp_path), "--devices", "1", "--method",
                             "xla_default", "--evals", "3"])
     assert code == 2 and "needs 4 evaluations" in capsys.readouterr().err
+
+
+@needs_diamond
+def test_topoformer_brkga_with_the_shipped_model_and_a_concentration(capsys):
+    """The hybrid from the command line: its options reach it, the budget is exact and the
+    answer is the diamond's optimum; a bad concentration is a one-line error."""
+    args = [a if a != "brkga" else "topoformer_brkga" for a in DIAMOND_ARGS]
+    result = optimize(capsys, *args, "--decode", "greedy", "--concentration", 8)
+    assert result["method"] == "topoformer_brkga" and result["evals_used"] == 300
+    assert result["value"] == 12.0
+    check_consistent(result, gsched.load_graph(DIAMOND), 1)
+    assert main(["optimize", *map(str, args), "--concentration", "-1"]) == 2
+    assert "concentration must be a finite number > 0" in capsys.readouterr().err
