@@ -9,6 +9,9 @@
   feature search (``feature_evals`` uniform-BRKGA evaluations, REGAL A.1), the policy, then
   :func:`policy_search` with the remaining ``budget − feature_evals``; the result is the better
   of the two searches' bests (both counted), ``evals_used == budget``.
+* :func:`guided_search_trace` — the same and its best value after every counted evaluation,
+  ``[B, budget]`` (the feature search's, then the policy search's), for REGAL's
+  generations-to-match (``eval/generations_to_match.py``).
 """
 
 from __future__ import annotations
@@ -72,6 +75,19 @@ def guided_search(key: jax.Array, policy: Policy, graphs: PaddedGraph, cost_para
                   *, num_devices: int, budget: int, objective: str, decoding: str = "greedy",
                   search: str = "brkga", feature_evals: int = FEATURE_EVALS) -> SearchResult:
     """A learned method end to end on graphs ``[B]`` (see the module docstring)."""
+    return guided_search_trace(key, policy, graphs, cost_params, num_devices=num_devices,
+                               budget=budget, objective=objective, decoding=decoding,
+                               search=search, feature_evals=feature_evals)[0]
+
+
+def guided_search_trace(key: jax.Array, policy: Policy, graphs: PaddedGraph,
+                        cost_params: CostParams, *, num_devices: int, budget: int,
+                        objective: str, decoding: str = "greedy", search: str = "brkga",
+                        feature_evals: int = FEATURE_EVALS
+                        ) -> tuple[SearchResult, jnp.ndarray]:
+    """:func:`guided_search` and its best-so-far curve ``[B, budget]`` (float32): entry ``e``
+    is the best value after counted evaluation ``e + 1``, the feature search's evaluations
+    first."""
     if num_devices != policy.space.num_devices:
         raise ValueError(f"the policy was trained for {policy.space.num_devices} devices, "
                          f"got num_devices={num_devices}")
@@ -82,18 +98,22 @@ def guided_search(key: jax.Array, policy: Policy, graphs: PaddedGraph, cost_para
     features, first = compute_features(key_features, graphs, cost_params,
                                        num_devices=num_devices, objective=objective,
                                        search_evals=feature_evals)
-    return finish_search(key_actions, key_search, policy, graphs, features, first, cost_params,
-                         num_devices=num_devices, budget=budget - feature_evals,
-                         objective=objective, decoding=decoding, search=search,
-                         evals_used=budget)
+    result, second = finish_search(key_actions, key_search, policy, graphs, features, first,
+                                   cost_params, num_devices=num_devices,
+                                   budget=budget - feature_evals, objective=objective,
+                                   decoding=decoding, search=search, evals_used=budget)
+    curve = jnp.concatenate([first.best_so_far, jnp.minimum(second.best_so_far,
+                                                            first.best_value[:, None])], axis=1)
+    return result, curve
 
 
 def finish_search(key_actions: jax.Array, key_search: jax.Array, policy: Policy,
                   graphs: PaddedGraph, features: Features, first, cost_params: CostParams, *,
                   num_devices: int, budget: int, objective: str, decoding: str, search: str,
-                  evals_used: int) -> SearchResult:
+                  evals_used: int) -> tuple[SearchResult, brkga.BRKGAResult]:
     """The policy part of :func:`guided_search` given features and the feature search's best
-    (``first``: anything with ``best_value``, ``best_keys``, ``best_evaluation``)."""
+    (``first``: anything with ``best_value``, ``best_keys``, ``best_evaluation``): the better
+    of the two, and the policy search's own result."""
     logits = jax.vmap(policy)(graphs, features)
     actions = decode_actions(key_actions, logits, decoding)
     params = actions_to_params(actions, graphs, policy.space)
@@ -102,4 +122,4 @@ def finish_search(key_actions: jax.Array, key_search: jax.Array, policy: Policy,
                            search=search)
     used = jnp.full(graphs.op_mask.shape[:1], evals_used, jnp.int32)
     return better_of(SearchResult(first.best_value, first.best_keys, first.best_evaluation,
-                                  used), result, used)
+                                  used), result, used), result
