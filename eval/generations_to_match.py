@@ -98,6 +98,10 @@ def curves(config_path: str, budget: int, seed: int, checkpoint: str | None):
     return out
 
 
+def _fewer(pct: float) -> str:
+    return f"{pct:.1f} % fewer generations" if pct >= 0 else f"{-pct:.1f} % more generations"
+
+
 def report(results: dict, budget: int, header: str) -> str:
     """Markdown: per dataset and objective a summary line and a per-graph table."""
     lines = [header]
@@ -105,12 +109,13 @@ def report(results: dict, budget: int, header: str) -> str:
         rows = [(g, compare(b, r, f)) for g, b, r, f in graphs]
         matched = [row for _, row in rows if row["matches"]]
         fewer = [row["fewer_generations_pct"] for row in matched]
+        mean_improvement = np.mean([row["improvement_pct"] for _, row in rows])
         lines += [f"\n## {dataset} — {objective}, {budget} evaluations\n",
                   f"REGAL ties or beats BRKGA on **{len(matched)} of {len(rows)}** graphs; on "
                   f"those it reaches BRKGA's final value in **"
-                  + (f"{np.mean(fewer):.1f} % fewer generations** on average (median "
-                     f"{np.median(fewer):.1f} %)" if fewer else "—**")
-                  + f"; mean improvement over BRKGA {np.mean([r['improvement_pct'] for _, r in rows]):+.2f} %.\n",
+                  + (_fewer(np.mean(fewer)) + f"** on average (median "
+                     f"{_fewer(np.median(fewer))})" if fewer else "—**")
+                  + f"; mean improvement over BRKGA {mean_improvement:+.2f} %.\n",
                   "| graph | ops | BRKGA | REGAL | improvement % | evals BRKGA / REGAL | "
                   "generations BRKGA / REGAL | fewer generations % |",
                   "|---|---:|---:|---:|---:|---:|---:|---:|"]

@@ -106,5 +106,5 @@ def test_large_configs_sizes_and_shared_graphs():
 
     large = load_config(CONFIGS / "nto_large.toml")
     sizes = {d.name: {g.num_ops for g in d.graphs} for d in large.datasets}
-    assert sizes == {"layered_500": {500}, "layered_1000": {1000}}
+    assert sizes == {"layered_500": {500}, "layered_1000": {1000}, "layered_2000": {2000}}
     assert digests("nto_large_dp1k.toml") == digests("nto_large.toml")  # the same graphs
