@@ -4,12 +4,12 @@ ties or improves BRKGA, it matches BRKGA on average in 47.8 % fewer generations 
     python -m eval.generations_to_match --config eval/configs/synthetic.toml \
         [--budget 5000] [--seed 0] [--checkpoint PATH] [--out FILE.md]
 
-For every dataset and objective of a sweep config (its first device count), BRKGA (REGAL's
-defaults) and REGAL (the shipped policy of the objective, or ``--checkpoint``) run with the
-budget and the key of the sweep's ``brkga`` / ``regal`` cells (``jax.random.PRNGKey(seed)``,
-the config's batches), each keeping its best value after every counted evaluation. For each
-graph on which REGAL's final value ties or beats BRKGA's final value ``o_B``: the number of
-generations each needed to first reach ``o_B``. A run's generations after ``e`` counted
+On every ``brkga`` cell of a sweep config with that budget and seed (its first device count),
+BRKGA (REGAL's defaults) and REGAL (the shipped policy of the objective, or ``--checkpoint``)
+run on the sweep's batches, cost parameters and key (``jax.random.PRNGKey(seed)``), each
+keeping its best value after every counted evaluation. For each graph on which REGAL's final
+value ties or beats BRKGA's final value ``o_B``: the number of generations each needed to
+first reach ``o_B``. A run's generations after ``e`` counted
 evaluations are those it has started: ``1 + ⌈max(0, e − π) / (π − π_e)⌉`` (π = 100 initial
 chromosomes, then π − π_e = 90 new ones a generation); REGAL's are its 400-evaluation feature
 search's plus its policy search's. Evaluations to reach ``o_B`` are reported too.
@@ -25,7 +25,7 @@ from pathlib import Path
 import jax
 import numpy as np
 
-from eval.sweep import load_config
+from eval.sweep import load_config, search_batch, units
 from gsched import brkga
 from gsched.padding import batch_graphs, bucket_for
 from gsched.regal.method import build_regal
@@ -68,33 +68,45 @@ def compare(brkga_curve: np.ndarray, regal_curve: np.ndarray, feature_evals: int
     return row
 
 
+def _compiled(policy, feature_evals: int, devices: int, budget: int, objective: str):
+    """Jitted ``(key, graphs, cost_params) → best-so-far [B, budget]`` of BRKGA and of REGAL."""
+    search = jax.jit(lambda k, g, c: brkga.run_batch(
+        k, g, CONFIG, num_devices=devices, budget=budget, objective=objective,
+        cost_params=c).best_so_far)
+    learned = jax.jit(lambda k, g, c: guided_search_trace(
+        k, policy, g, c, num_devices=devices, budget=budget, objective=objective,
+        feature_evals=feature_evals)[1])
+    return search, learned
+
+
 def curves(config_path: str, budget: int, seed: int, checkpoint: str | None):
-    """``{(dataset, objective): [(graph, brkga curve, regal curve, feature evals)]}``."""
+    """``{(dataset, objective): [(graph, brkga curve, regal curve, feature evals)]}`` over the
+    config's ``brkga`` cells of ``budget`` and ``seed`` on its first device count: the same
+    batches (filled up as the sweep does), cost parameters and key as the sweep."""
     config = load_config(config_path)
     devices = config.devices[0]
+    cells = [u for u in units(config)
+             if (u.run.name, u.budget, u.seed, u.devices) == ("brkga", budget, seed, devices)]
+    if not cells:
+        raise ValueError(f"{config_path} has no brkga cells with budget {budget}, seed {seed} "
+                         f"and D = {devices}: the comparison runs on the sweep's brkga cells")
     runner = build_regal(checkpoint=checkpoint)
-    out = {}
-    for dataset in config.datasets:
-        batches = [dataset.graphs[i: i + config.batch_size]
-                   for i in range(0, len(dataset.graphs), config.batch_size)]
-        for objective in config.objectives:
-            policy, feature_evals, _ = runner.policies[objective.name]
-            search = jax.jit(lambda k, g, c: brkga.run_batch(
-                k, g, CONFIG, num_devices=devices, budget=budget, objective=objective.name,
-                cost_params=c).best_so_far)
-            learned = jax.jit(lambda k, g, c: guided_search_trace(
-                k, policy, g, c, num_devices=devices, budget=budget, objective=objective.name,
-                feature_evals=feature_evals)[1])
-            rows = out.setdefault((dataset.name, objective.name), [])
-            for batch in batches:
-                padded = batch_graphs(batch, bucket_for(batch))
-                params = objective.cost_params(batch)
-                key = jax.random.PRNGKey(seed)
-                b, r = jax.device_get((search(key, padded, params),
-                                       learned(key, padded, params)))
-                rows += [(g, b[i], r[i], feature_evals) for i, g in enumerate(batch)]
-            print(f"{dataset.name} / {objective.name}: {len(rows)} graphs", file=sys.stderr,
-                  flush=True)
+    compiled, out = {}, {}
+    for unit in cells:
+        objective = unit.objective.name
+        policy, feature_evals, _ = runner.policies[objective]
+        if objective not in compiled:
+            compiled[objective] = _compiled(policy, feature_evals, devices, budget, objective)
+        search, learned = compiled[objective]
+        graphs = search_batch(unit, config.batch_size)
+        padded = batch_graphs(graphs, bucket_for(graphs))
+        params = unit.objective.cost_params(unit.graphs)
+        key = jax.random.PRNGKey(seed)
+        b, r = jax.device_get((search(key, padded, params), learned(key, padded, params)))
+        rows = out.setdefault((unit.dataset.name, objective), [])
+        rows += [(g, b[i], r[i], feature_evals) for i, g in enumerate(unit.graphs)]
+        print(f"{unit.dataset.name} / {objective}: {len(rows)} graphs", file=sys.stderr,
+              flush=True)
     return out
 
 

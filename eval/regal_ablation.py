@@ -12,12 +12,12 @@ time) and ``learning_curves.png`` (train reward and validation improvement again
 from __future__ import annotations
 
 import argparse
-import json
 import sys
 from pathlib import Path
 
 from eval.report import tables
 from eval.sweep import read_rows
+from gsched.training import read_metrics
 
 REFERENCE = ("brkga", 5000)
 # (sweep label, run directory name, learned groups, REGAL Table 3's Test column for the row).
@@ -30,10 +30,6 @@ ROWS = [
     ("regal_pse", "placement_scheduling_elite", "placement + scheduling + elite bias",
      "1.88 %"),
 ]
-
-
-def _metrics(path: Path) -> list[dict]:
-    return [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
 
 
 def main(argv=None) -> int:
@@ -53,7 +49,7 @@ def main(argv=None) -> int:
         if entry is None or not path.exists():
             print(f"{label}: no sweep rows or no {path}, row skipped", file=sys.stderr)
             continue
-        metrics = _metrics(path)
+        metrics = read_metrics(path)
         valid = [m for m in metrics if "val/improvement_pct" in m]
         best = max(valid, key=lambda m: m["val/reward"])
         minutes = metrics[-1]["elapsed"] / 60

@@ -368,6 +368,16 @@ def units(config: Config) -> Iterator[Unit]:
                                            tuple(batch))
 
 
+def search_batch(unit: Unit, batch_size: int) -> list[Graph]:
+    """The graphs ``optimize`` runs for ``unit``: a search method's batch filled up to
+    ``batch_size`` with copies of its first graph (one shape per bucket, results independent
+    of the device count; the copies' rows are dropped), a heuristic's batch as it is."""
+    graphs = list(unit.graphs)
+    if unit.run.method.kind == "search":
+        graphs += [graphs[0]] * (batch_size - len(graphs))
+    return graphs
+
+
 # --- Results file -----------------------------------------------------------------------------
 
 
@@ -548,9 +558,7 @@ def run_sweep(config: Config, out: str | os.PathLike, *, resume: bool = False,
             if all((unit.identity(g), digest) in done for g in unit.graphs):
                 progress.skip(len(unit.graphs), unit.budget * len(unit.graphs))
                 continue
-            graphs = list(unit.graphs)
-            if unit.run.method.kind == "search":  # fill up: one shape, device-count invariant
-                graphs += [graphs[0]] * (config.batch_size - len(graphs))
+            graphs = search_batch(unit, config.batch_size)
             params = unit.objective.cost_params(unit.graphs)
             outcome = optimize(unit.run.name, graphs, num_devices=unit.devices,
                                budget=unit.budget, objective=unit.objective.name,

@@ -5,7 +5,7 @@ import jax
 import numpy as np
 import pytest
 
-from eval.generations_to_match import (compare, evaluations_to_reach, generations,
+from eval.generations_to_match import (compare, curves, evaluations_to_reach, generations,
                                        regal_generations)
 from gsched import CostParams, batch_graphs, bucket_for, random_computation_graph
 from gsched.methods import optimize
@@ -49,3 +49,24 @@ def test_trace_ends_at_the_regal_method_value():
     np.testing.assert_array_equal(curve[:, -1], result.best_value)
     rows = optimize("regal", graphs, num_devices=2, budget=feature_evals + 100, seed=0).results
     np.testing.assert_allclose(curve[:, -1], [r["value"] for r in rows], rtol=1e-6)
+
+
+def test_a_config_without_brkga_cells_is_an_error(tmp_path):
+    config = tmp_path / "sweep.toml"
+    config.write_text("""budgets = [500]
+seeds = [0]
+devices = [2]
+[[datasets]]
+name = "tiny"
+source = "synthetic"
+kind = "regal"
+graphs = 2
+ops = [8, 10]
+split = "all"
+[[objectives]]
+name = "peak_memory"
+[[methods]]
+name = "gp_dfs"
+""")
+    with pytest.raises(ValueError, match="no brkga cells with budget 500, seed 0"):
+        curves(str(config), 500, 0, None)
