@@ -5,41 +5,26 @@
 Per dataset and entry (method label, budget): the mean % gap from a reference (approx_dp_10k
 where the dataset has it, else the best value any entry found), the mean % improvement over
 BRKGA 5K, the share of graphs where the entry is ≤ / < BRKGA 5K, and the mean wall seconds
-per graph (compilation excluded). One seed: a graph's value is its single run.
+per graph (compilation excluded). One seed: a graph's value is its single run. The tables are
+:func:`gsched.harness.hybrid.parents_summary`.
 """
 
-import collections
-import json
+import argparse
 import sys
 
+from gsched.harness.hybrid import parents_summary
+from gsched.harness.results import read_rows
+from gsched.infra.progress import log
 
-def main(path: str) -> None:
-    rows = [json.loads(line) for line in open(path)]
-    data = collections.defaultdict(dict)  # (dataset, entry) -> graph -> row
-    for r in rows:
-        data[(r["dataset"], (r["method"], r["budget"]))][r["graph"]] = r
-    for dataset in sorted({d for d, _ in data}):
-        entries = sorted(e for d, e in data if d == dataset)
-        graphs = sorted(set.intersection(*(set(data[(dataset, e)]) for e in entries)))
-        value = {e: {g: data[(dataset, e)][g]["value"] for g in graphs} for e in entries}
-        dp = ("approx_dp_10k", 5000)
-        ref_name = "approx DP K = 10,000" if dp in value else "best value found"
-        ref = value[dp] if dp in value else {g: min(v[g] for v in value.values()) for g in graphs}
-        brkga = value[("brkga", 5000)]
-        print(f"\n### {dataset} ({len(graphs)} graphs, peak memory, D = 1)\n")
-        print(f"| method | budget | gap from {ref_name} % | vs BRKGA 5K % | ≤ BRKGA 5K | "
-              "< BRKGA 5K | wall s / graph |")
-        print("|---|---:|---:|---:|---:|---:|---:|")
-        for e in entries:
-            v = value[e]
-            gap = sum(100 * (v[g] - ref[g]) / ref[g] for g in graphs) / len(graphs)
-            imp = sum(100 * (brkga[g] - v[g]) / brkga[g] for g in graphs) / len(graphs)
-            le = sum(v[g] <= brkga[g] for g in graphs) / len(graphs)
-            lt = sum(v[g] < brkga[g] for g in graphs) / len(graphs)
-            wall = sum(data[(dataset, e)][g]["wall_seconds"] for g in graphs) / len(graphs)
-            print(f"| {e[0]} | {e[1]} | {gap:.2f} | {imp:+.2f} | {100 * le:.0f} % | "
-                  f"{100 * lt:.0f} % | {wall:.3g} |")
+
+def main(argv=None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m eval.hybrid_summary",
+                                     description=__doc__.split("\n\n")[0])
+    parser.add_argument("results", help="a results .jsonl file or sweep folder")
+    args = parser.parse_args(argv)
+    sys.stdout.write(parents_summary(read_rows(args.results, log)))
+    return 0
 
 
 if __name__ == "__main__":
-    main(sys.argv[1])
+    sys.exit(main())

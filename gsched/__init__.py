@@ -20,21 +20,48 @@ The public surface, re-exported here name by name (code lives in the sub-modules
   :class:`Method`, :func:`optimize`.
 """
 
-from gsched.brkga import BRKGAConfig, BRKGAParams, BRKGAResult, uniform_params
-from gsched.brkga import run as brkga_run
-from gsched.brkga import run_batch as brkga_run_batch
-from gsched.cost_model import (CostParams, Evaluation, evaluate, evaluate_batch, evaluate_graph,
-                               evaluate_order, evaluate_population,
-                               evaluate_population_sharded, order_keys, score)
-from gsched.formats import (FormatError, load_dataset, load_graph, load_graphs, save_dataset,
-                            save_graph)
-from gsched.generators import (augment, dedup, layered_graph, random_computation_graph,
-                               split_by_topology, synthetic_dataset)
-from gsched.graph import Graph, GraphError, make_graph, topological_order
-from gsched.local_search import run_batch as local_search_batch
+from gsched.core.graph import Graph, GraphError, make_graph, topological_order
+from gsched.core.padding import (
+                                       Bucket,
+                                       PaddedGraph,
+                                       batch_graphs,
+                                       bucket_for,
+                                       pad_graph,
+                                       pad_keys,
+)
+from gsched.costmodel.evaluate import (
+                                       Evaluation,
+                                       evaluate,
+                                       evaluate_batch,
+                                       evaluate_population,
+                                       evaluate_population_sharded,
+                                       order_keys,
+                                       score,
+)
+from gsched.costmodel.host import evaluate_graph, evaluate_order
+from gsched.costmodel.params import CostParams
+from gsched.formats import (
+                                       FormatError,
+                                       load_dataset,
+                                       load_graph,
+                                       load_graphs,
+                                       save_dataset,
+                                       save_graph,
+)
+from gsched.generators import (
+                                       augment,
+                                       dedup,
+                                       layered_graph,
+                                       random_computation_graph,
+                                       split_by_topology,
+                                       synthetic_dataset,
+)
 from gsched.methods import METHODS, Method, optimize
-from gsched.random_search import run_batch as random_search_batch
-from gsched.padding import Bucket, PaddedGraph, batch_graphs, bucket_for, pad_graph, pad_keys
+from gsched.search.brkga import BRKGAConfig, BRKGAParams, BRKGAResult, uniform_params
+from gsched.search.brkga import run as brkga_run
+from gsched.search.brkga import run_batch as brkga_run_batch
+from gsched.search.local import run_batch as local_search_batch
+from gsched.search.random import run_batch as random_search_batch
 
 __version__ = "0.1.0"
 

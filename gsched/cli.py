@@ -8,7 +8,10 @@ Commands:
 
 * ``evaluate`` — decode and score one chromosome;
 * ``optimize`` — run one optimizer (an entry of :data:`gsched.methods.METHODS`) with an exact
-  budget of cost-model evaluations on one graph or a batch of graphs (all padded to one bucket, one jitted call).
+  budget of cost-model evaluations on one graph or a batch of graphs (all padded to one bucket, one jitted call);
+* ``import`` — a JAX program (``--jax path/file.py:builder``, ``builder()`` returning
+  ``(fn, args)``) or a compiled XLA module's text (``--hlo module.txt``) as a graph file
+  (docs/importers.md).
 """
 
 from __future__ import annotations
@@ -16,14 +19,22 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+import warnings
 from pathlib import Path
 
 import numpy as np
 
-from gsched import methods
-from gsched.cost_model import OBJECTIVES, check_cost_params, evaluate_graph, validate_keys
-from gsched.formats import FormatError, load_graph, load_graphs
-from gsched.graph import Graph, GraphError
+from gsched import importers, methods
+from gsched.core.graph import Graph, GraphError
+from gsched.costmodel.host import evaluate_graph, validate_keys
+from gsched.costmodel.params import OBJECTIVES, check_cost_params
+from gsched.formats import (
+    FormatError,
+    load_graph,
+    load_graphs,
+    save_graph,
+    write_nodelink,
+)
 
 
 class UsageError(Exception):
@@ -148,17 +159,10 @@ def _add_optimize(parser: argparse.ArgumentParser) -> None:
                         help="transfer bandwidth (default inf)")
     parser.add_argument("--capacity", type=float, default=None,
                         help="per-device memory capacity (default none)")
-    for name, kind, text in _OPTIONS:
-        parser.add_argument("--" + name.replace("_", "-"), type=kind, default=None, help=text)
-
-
-# optimize flags passed to a method as options (a method rejects options it does not take)
-_OPTIONS = [("checkpoint", str, "learned methods: checkpoint directory (default: shipped)"),
-            ("decode", str, "learned methods: greedy, sample or beam"),
-            ("time_limit", float, "exact solvers: time limit in seconds"),
-            ("beam_size", int, "approx_dp: beam width K (default 100,000)"),
-            ("concentration", float, "topoformer_brkga: total concentration of the mutant "
-                                      "Betas around the decoded order (default 2)")]
+    # Method options, as the registry declares them (a method rejects options it does not take).
+    for option, users in methods.options().values():
+        parser.add_argument("--" + option.name.replace("_", "-"), type=option.type,
+                            default=None, help=f"{option.help} [{', '.join(users)}]")
 
 
 def _load_inputs(paths: list[Path]) -> list[tuple[str, Graph]]:
@@ -178,7 +182,7 @@ def _run_optimize(args: argparse.Namespace) -> dict:
         except ValueError as err:
             raise UsageError(str(err)) from None
     inputs = _load_inputs(args.graph)
-    options = {name: getattr(args, name) for name, _, _ in _OPTIONS
+    options = {name: getattr(args, name) for name in methods.options()
                if getattr(args, name) is not None}
     try:
         outcome = methods.optimize(
@@ -200,10 +204,115 @@ def _run_optimize(args: argparse.Namespace) -> dict:
     return {**common, "evals_per_graph": args.evals, **timing, "results": results}
 
 
+# --- import -------------------------------------------------------------------------------
+
+
+def _add_import(parser: argparse.ArgumentParser) -> None:
+    source = parser.add_mutually_exclusive_group(required=True)
+    source.add_argument("--jax", metavar="FILE.py:BUILDER",
+                        help="a Python file and a function in it returning (fn, args)")
+    source.add_argument("--hlo", type=Path, metavar="MODULE.txt",
+                        help="HLO text of a compiled module (compile().as_text() or a dump)")
+    parser.add_argument("--level", choices=importers.LEVELS, default="jaxpr",
+                        help="--jax only: one op per jaxpr equation (default) or per ENTRY "
+                             "instruction of the compiled module")
+    parser.add_argument("--device", default="v100",
+                        help=f"device preset for compute costs: {', '.join(importers.PRESETS)} "
+                             "(default v100)")
+    parser.add_argument("--strict", action="store_true",
+                        help="an unknown primitive/opcode is an error, not the generic fallback")
+    parser.add_argument("--out", type=Path, required=True,
+                        help="graph file to write: .json (gsched node-link flavour) or .npz")
+
+
+def _builder(spec: str):
+    """``path/file.py:builder`` → the builder function (loaded as a fresh module)."""
+    import importlib.util
+
+    path, sep, attr = spec.rpartition(":")
+    if not sep or not path or not attr:
+        raise UsageError(f"--jax expects FILE.py:BUILDER, got {spec!r}")
+    file = Path(path)
+    if not file.is_file():
+        raise UsageError(f"--jax: no such file {file}")
+    module_spec = importlib.util.spec_from_file_location(f"_gsched_import_{file.stem}", file)
+    if module_spec is None or module_spec.loader is None:
+        raise UsageError(f"--jax: cannot load {file} as a Python module")
+    module = importlib.util.module_from_spec(module_spec)
+    try:
+        module_spec.loader.exec_module(module)
+    except Exception as err:  # noqa: BLE001 - any failure of the user's file is bad input
+        raise UsageError(f"--jax: running {file} failed: {type(err).__name__}: {err}") from None
+    builder = getattr(module, attr, None)
+    if not callable(builder):
+        raise UsageError(f"--jax: {file} has no function {attr!r}")
+    try:
+        built = builder()
+    except Exception as err:  # noqa: BLE001 - any failure of the user's builder is bad input
+        raise UsageError(f"--jax: {attr}() failed: {type(err).__name__}: {err}") from None
+    if not (isinstance(built, tuple) and len(built) == 2 and callable(built[0])):
+        raise UsageError(f"--jax: {attr}() must return (fn, args), got "
+                         f"{type(built).__name__}")
+    fn, args = built
+    return fn, tuple(args) if isinstance(args, (tuple, list)) else (args,)
+
+
+def _run_import(args: argparse.Namespace) -> dict:
+    if args.out.suffix.lower() not in (".json", ".npz"):
+        raise UsageError(f"--out must end in .json or .npz, got {args.out}")
+    try:
+        importers.preset(args.device)
+    except ValueError as err:
+        raise UsageError(str(err)) from None
+    try:
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always", importers.FallbackWarning)
+            if args.jax is not None:
+                fn, fn_args = _builder(args.jax)
+                source = args.jax
+                graph = importers.import_jax(fn, *fn_args, level=args.level, device=args.device,
+                                             strict=args.strict,
+                                             name=args.jax.rpartition(":")[2])
+            else:
+                if args.level != "jaxpr":
+                    raise UsageError("--level applies to --jax only")
+                source = str(args.hlo)
+                try:
+                    text = args.hlo.read_text()
+                except (OSError, UnicodeDecodeError) as err:
+                    raise UsageError(f"cannot read HLO file {args.hlo}: "
+                                     f"{getattr(err, 'strerror', None) or err}") from None
+                graph = importers.import_hlo_text(text, device=args.device,
+                                                  strict=args.strict, name=args.hlo.stem)
+    except importers.ImporterError as err:
+        raise UsageError(str(err)) from None
+    except GraphError as err:
+        raise UsageError(f"{source}: imported graph is invalid: {err}") from None
+    try:
+        args.out.parent.mkdir(parents=True, exist_ok=True)
+        if args.out.suffix.lower() == ".json":
+            args.out.write_text(write_nodelink(graph, flavour="gsched"))
+        else:
+            save_graph(graph, args.out)
+    except OSError as err:
+        raise UsageError(f"cannot write {args.out}: {err.strerror or err}") from None
+    fallback = [str(w.message) for w in caught
+                if issubclass(w.category, importers.FallbackWarning)]
+    return {"source": source, "level": "hlo" if args.hlo is not None else args.level,
+            "device": importers.preset(args.device).name, "time_unit": importers.TIME_UNIT,
+            "num_ops": graph.num_ops, "num_tensors": graph.num_tensors,
+            "num_edges": graph.num_edges, "num_inputs": int(graph.is_input.sum()),
+            "total_flops": float(graph.op_flops.sum()),
+            "total_bytes": float(graph.tensor_size.sum()), "fallback": fallback,
+            "out": str(args.out)}
+
+
 COMMANDS = {
     "evaluate": ("decode and score one chromosome", _add_evaluate, _run_evaluate),
     "optimize": ("search for a placement and schedule with a budget of cost-model evaluations",
                  _add_optimize, _run_optimize),
+    "import": ("import a JAX program or a compiled XLA module (HLO text) as a graph file",
+               _add_import, _run_import),
 }
 
 

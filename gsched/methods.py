@@ -1,24 +1,17 @@
-"""The optimizers the CLI (``python -m gsched optimize``) and the evaluation harness run.
+"""The method registry: every optimizer the CLI (``python -m gsched optimize``) and the
+evaluation harness run, by name, and :func:`optimize`, which runs one on a batch of graphs.
 
-A method is an entry of ``METHODS``: a :class:`Method` whose ``build(**options)`` returns its
-runner. Two kinds:
+``METHODS`` merges the built-in searches and baselines with the entries that each policy
+package exports (``PLUGINS``: a package with a ``METHODS`` dict of :class:`Method`). Adding a
+learned policy = its package under ``gsched/policies/`` + one line in ``PLUGINS`` + a training
+config. What a method and its runner are: :mod:`gsched.registry`.
 
-* ``"search"`` — a traceable ``fn(key, graphs [B], cost_params, *, num_devices, budget,
-  objective)`` returning a result with ``best_evaluation`` (leading ``[B]``) and ``evals_used``
-  (``[B]``). :func:`optimize` jits it over the whole batch and compiles it ahead of time, so
-  ``wall_seconds`` excludes compilation (``compile_seconds``). A runner with an
-  ``info(objective)`` method (the learned ones: which checkpoint ran) adds its JSON scalars
-  to every row.
-* ``"heuristic"`` — a host ``fn(graph, num_devices, seed)`` returning ``(order [N],
-  placement [N])`` or ``(order, placement, info)`` (``info``: JSON scalars added to the
-  graph's result row), scored by the cost model; it counts ``min_evals`` evaluations.
-
-Optional heavy imports (OR-Tools, checkpoints) happen inside ``build``, never at import.
+A search runner is jitted over the whole batch and compiled ahead of time, so
+``wall_seconds`` excludes compilation (``compile_seconds``).
 """
 
 from __future__ import annotations
 
-import dataclasses
 import functools
 import time
 from typing import Any, Callable, Mapping, NamedTuple, Sequence
@@ -26,26 +19,20 @@ from typing import Any, Callable, Mapping, NamedTuple, Sequence
 import jax
 import numpy as np
 
-from gsched import brkga, local_search, random_search, tuning
-from gsched.baselines import EVALUATIONS, HEURISTICS, cpsat, dp, ordering
-from gsched.cost_model import (OBJECTIVES, CostParams, check_cost_params, check_search_settings, evaluate_order,
-                               evaluation_to_dict)
-from gsched.graph import Graph, topological_order
-from gsched.padding import batch_graphs, bucket_for
-from gsched.topoformer import hybrid as topoformer_hybrid
-from gsched.topoformer import method as topoformer_method
+from gsched.policies import regal, topoformer
+from gsched.baselines import EVALUATIONS, HEURISTICS, cpsat, dp, ordering, program_order
+from gsched.core.graph import Graph, topological_order
+from gsched.core.padding import batch_graphs, bucket_for
+from gsched.costmodel.host import evaluate_order, evaluation_to_dict
+from gsched.costmodel.params import CostParams, check_cost_params, check_search_settings
+from gsched.registry import TIME_LIMIT, Method, Option, Search
+from gsched.search import brkga
+from gsched.search import local as local_search
+from gsched.search import random as random_search
+from gsched.search import tuned as tuning
+from gsched.search.common import SearchResult
 
-
-@dataclasses.dataclass(frozen=True)
-class Method:
-    """An optimizer: ``build(**options)`` returns its runner (see the module docstring)."""
-    summary: str
-    kind: str  # "search" or "heuristic"
-    build: Callable[..., Callable]
-    options: tuple[str, ...] = ()  # option names ``build`` accepts
-    min_evals: int = 1  # evaluations a heuristic counts
-    max_devices: int | None = None  # largest D the method supports (None: any)
-    objectives: tuple[str, ...] = OBJECTIVES  # objectives the method can optimize
+PLUGINS = (regal, topoformer)  # packages exporting METHODS
 
 
 class Outcome(NamedTuple):
@@ -55,75 +42,87 @@ class Outcome(NamedTuple):
     compile_seconds: float  # ahead-of-time compilation, excluded from wall_seconds
 
 
-def _search(fn: Callable, **fixed) -> Callable[[], Callable]:
-    """A ``build`` for ``fn(key, graphs, *, cost_params, ...)`` with ``fixed`` settings."""
-    def runner(key, graphs, cost_params, **settings):
-        return fn(key, graphs, cost_params=cost_params, **fixed, **settings)
-    return lambda: runner
+def _brkga(run_batch: Callable, **fixed) -> Callable[[], Search]:
+    """A ``build`` for a BRKGA ``run_batch`` with ``fixed`` settings; the runner returns the
+    :class:`SearchResult` part of its result."""
+    return lambda: Search(lambda *a, **kw: run_batch(*a, **kw).search_result(), fixed)
 
 
 def _heuristic(name: str) -> Callable[[], Callable]:
     return lambda: HEURISTICS[name]
 
 
-def _learned(name: str) -> Callable[..., Callable]:
-    """A ``build`` for a REGAL-family method (``gsched.regal.method``, imported on build)."""
-    def build(**options):
-        from gsched.regal import method as regal_method
-        return getattr(regal_method, f"build_{name}")(**options)
-    return build
-
+BEAM_SIZE = Option("beam_size", int, "approx_dp: beam width K (default 100,000)")
 
 # Random search, BRKGA and local search take the whole cost-model interface; their defaults
 # are the papers' (BRKGA: π = 100, π_e = 10, π_c = 80, ρ = 0.7, uniform genes).
-METHODS: dict[str, Method] = {
+_BUILT_IN: dict[str, Method] = {
     "brkga": Method("BRKGA with REGAL's defaults (uniform genes, elite bias 0.7)", "search",
-                    _search(brkga.run_batch, config=brkga.BRKGAConfig())),
+                    _brkga(brkga.run_batch, config=brkga.BRKGAConfig())),
     "tuned_brkga": Method("BRKGA with the grid-searched setting of the objective "
-                          "(gsched/baselines/tuned_brkga.json)", "search",
-                          lambda: tuning.tuned_run_batch),
+                          "(gsched/search/tuned_brkga.json)", "search",
+                          _brkga(tuning.tuned_run_batch)),
     "random": Method("random search: the best of the budget's uniform chromosomes", "search",
-                     _search(random_search.run_batch)),
+                     lambda: Search(random_search.run_batch)),
     "local_search": Method("local search: sampled best one-step device/order moves, restarts",
-                           "search", _search(local_search.run_batch)),
-    "regal": Method("REGAL: a GNN policy's per-node Betas guide BRKGA (400 evals of features)",
-                    "search", _learned("regal"), options=("checkpoint", "decode")),
-    "gas": Method("GAS: REGAL's heads on an LSTM over the topologically sorted nodes",
-                  "search", _learned("gas"), options=("checkpoint", "decode")),
-    "idrs": Method("IDRS: the REGAL policy's Betas with plain random sampling, no BRKGA",
-                   "search", _learned("idrs"), options=("checkpoint", "decode")),
+                           "search", lambda: Search(local_search.run_batch)),
+}
+_BASELINES: dict[str, Method] = {
     **{name: Method(f"classical heuristic {name}", "heuristic", _heuristic(name),
                     min_evals=EVALUATIONS[name]) for name in HEURISTICS},
     # Neural Topological Ordering's single-device baselines (§5, C.3).
     "dfs_order": Method("depth-first sequencing (one device)", "heuristic",
-                        functools.partial(ordering.runner, "dfs_order"), max_devices=1),
+                        functools.partial(ordering.build, "dfs_order"), max_devices=1),
     "bfs_order": Method("breadth-first sequencing (one device)", "heuristic",
-                        functools.partial(ordering.runner, "bfs_order"), max_devices=1),
+                        functools.partial(ordering.build, "bfs_order"), max_devices=1),
     "random_orders": Method("the best of 100 random topological orders (one device)",
-                            "heuristic", functools.partial(ordering.runner, "random_orders"),
+                            "heuristic", functools.partial(ordering.build, "random_orders"),
                             min_evals=ordering.NUM_RANDOM_ORDERS, max_devices=1),
     "approx_dp": Method("approximate DP: beam of K sets with state collapsing (K = 100,000; "
-                        "one device)", "search", dp.approx_dp_runner, options=("beam_size",),
+                        "one device)", "search", dp.build_approx_dp, options=(BEAM_SIZE,),
                         max_devices=1, objectives=("peak_memory",)),
     "dfs_dp": Method("depth-first DP with a time limit (default 60 s; one device)", "heuristic",
-                     dp.dfs_dp_runner, options=("time_limit",), max_devices=1,
+                     dp.build_dfs_dp, options=(TIME_LIMIT,), max_devices=1,
                      objectives=("peak_memory",)),
     "cpsat": Method("CP-SAT (OR-Tools extra): exact min peak memory over orders and placements, "
                     "transfers after producers; time limit (default 60 s)", "heuristic",
-                    cpsat.build, options=("time_limit",), objectives=("peak_memory",)),
+                    cpsat.build_cpsat, options=(TIME_LIMIT,), objectives=("peak_memory",)),
+    "program_order": Method("the graph file's own op order (program order of a jaxpr import, "
+                            "XLA's schedule of an HLO import), every op on device 0",
+                            "heuristic", program_order.build),
     "exact_dp": Method("exact DP over scheduled sets, graphs of <= 25 ops (one device)",
-                       "heuristic", dp.exact_dp_runner, max_devices=1,
+                       "heuristic", dp.build_exact_dp, max_devices=1,
                        objectives=("peak_memory",)),
-    "topoformer": Method("Neural Topological Ordering: Topoformer priorities decoded greedy / "
-                         "sample / beam (width 16, state collapsing); one device",
-                         "search", topoformer_method.build, options=("checkpoint", "decode"),
-                         max_devices=1),
-    "topoformer_brkga": Method("Topoformer-seeded BRKGA: the decoded orders seed BRKGA, mutants "
-                               "from rank Betas around the best one; one device", "search",
-                               topoformer_hybrid.build,
-                               options=("checkpoint", "decode", "concentration"),
-                               max_devices=1, objectives=("peak_memory",)),
 }
+
+
+def _merge(*tables: Mapping[str, Method]) -> dict[str, Method]:
+    merged: dict[str, Method] = {}
+    for table in tables:
+        clash = sorted(set(merged) & set(table))
+        if clash:
+            raise ValueError(f"method name(s) registered twice: {', '.join(clash)}")
+        merged.update(table)
+    return merged
+
+
+# Order: searches, REGAL's family, the baselines, then the other plugins (the CLI lists it).
+METHODS: dict[str, Method] = _merge(_BUILT_IN, PLUGINS[0].METHODS, _BASELINES,
+                                    *(plugin.METHODS for plugin in PLUGINS[1:]))
+
+
+def options() -> dict[str, tuple[Option, list[str]]]:
+    """Every option of the registry → (the option, the methods that take it). Methods that
+    share an option name must share its type (``ValueError`` otherwise)."""
+    found: dict[str, tuple[Option, list[str]]] = {}
+    for name, spec in METHODS.items():
+        for option in spec.options:
+            known, users = found.setdefault(option.name, (option, []))
+            if known.type is not option.type:
+                raise ValueError(f"option {option.name!r} has type {known.type.__name__} for "
+                                 f"{users[0]} but {option.type.__name__} for {name}")
+            users.append(name)
+    return found
 
 
 def method(name: str) -> Method:
@@ -135,9 +134,9 @@ def method(name: str) -> Method:
 
 def _check(name: str, spec: Method, num_devices: int, budget: int, objective: str,
            options: Mapping[str, Any]) -> None:
-    unknown = sorted(set(options) - set(spec.options))
+    unknown = sorted(set(options) - set(spec.option_names))
     if unknown:
-        accepted = ", ".join(spec.options) or "none"
+        accepted = ", ".join(spec.option_names) or "none"
         raise ValueError(f"method {name} does not take option(s) {', '.join(unknown)} "
                          f"(accepted: {accepted})")
     check_search_settings(budget=budget, num_devices=num_devices, objective=objective)
@@ -198,8 +197,11 @@ def _run_search(runner, graphs, num_devices, budget, objective, cost_params, see
     start = time.perf_counter()
     result = jax.block_until_ready(compiled(*operands))
     wall_seconds = time.perf_counter() - start
+    if not isinstance(result, SearchResult):
+        raise TypeError(f"a search runner must return a SearchResult, got "
+                        f"{type(result).__name__}")
     evaluations, evals_used = jax.device_get((result.best_evaluation, result.evals_used))
-    info = runner.info(objective) if hasattr(runner, "info") else None
+    info = runner.info(objective)
     rows = [_row(g, evaluation_to_dict(jax.tree.map(lambda x: x[b], evaluations), g, bucket,
                                        num_devices), objective, int(evals_used[b]), info)
             for b, g in enumerate(graphs)]

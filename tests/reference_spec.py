@@ -1,7 +1,7 @@
 """Slow, literal, pure-Python reference of the cost-model contract (SPEC §2, §3, §4).
 
 This module is a *test oracle*: it follows the words of ``/work/shared/SPEC.md`` step by step,
-favouring obviousness over speed. It reads only the host-side :class:`gsched.graph.Graph`
+favouring obviousness over speed. It reads only the host-side :class:`gsched.core.graph.Graph`
 arrays and does all arithmetic exactly with :class:`fractions.Fraction` (every float64 size,
 cost, latency and capacity converts to a Fraction without rounding). Floats are produced only
 at the very end, for convenience.
@@ -37,7 +37,7 @@ import math
 import operator
 from fractions import Fraction
 
-from gsched.graph import Graph
+from gsched.core.graph import Graph
 
 INF = math.inf
 

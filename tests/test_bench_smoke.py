@@ -1,11 +1,13 @@
-"""Smoke test of the cost-model benchmark (``eval/bench_cost_model.py``): a tiny run writes its
-Markdown section, and a re-run replaces that section without touching the others."""
+"""Smoke test of the benchmarks (``python -m eval.bench_cost_model`` / ``eval.bench_brkga``): a tiny
+run writes its Markdown section, and a re-run replaces that section without touching the
+others (``gsched.harness.benchmarks.write_section``)."""
 
 from __future__ import annotations
 
 import re
 
 from eval import bench_cost_model as bench
+from gsched.harness.benchmarks import FILE_HEADER, parse_int_list, write_section
 
 TITLE = "Smoke test section"
 OTHER = "## GPU results from another machine\n\n| keep | me |\n| --- | --- |\n| 1 | 2 |\n"
@@ -45,12 +47,13 @@ def test_bench_writes_and_replaces_its_section(tmp_path):
 def test_write_section_keeps_sections_after_it(tmp_path):
     output = tmp_path / "b.md"
     output.write_text("# Benchmarks\n\n## A\n\nold a\n\n## B\n\nbody b\n")
-    bench.write_section(output, "A", "new a\n")
+    write_section(output, "A", "new a\n")
     assert output.read_text() == "# Benchmarks\n\n## A\n\nnew a\n\n## B\n\nbody b\n"
-    bench.write_section(output, "C", "c\n")
+    write_section(output, "C", "c\n")
     assert output.read_text().endswith("## B\n\nbody b\n\n## C\n\nc\n")
-    bench.write_section(tmp_path / "new" / "x.md", "A", "a\n")
-    assert (tmp_path / "new" / "x.md").read_text().startswith(bench.FILE_HEADER)
+    write_section(tmp_path / "new" / "x.md", "A", "a\n")
+    assert (tmp_path / "new" / "x.md").read_text().startswith(FILE_HEADER)
+    assert parse_int_list("100, 500,2000") == (100, 500, 2000) and parse_int_list("") == ()
 
 
 def test_brkga_bench_quick_run_writes_its_section(tmp_path):

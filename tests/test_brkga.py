@@ -1,4 +1,4 @@
-"""BRKGA (gsched.brkga): exact evaluation budget, bookkeeping against re-evaluation, batching,
+"""BRKGA (gsched.search.brkga): exact evaluation budget, bookkeeping against re-evaluation, batching,
 islands, seeding, determinism and the recompilation guard.
 
 Compilation dominates the cost, so every test shares one bucket, ``D = 2`` and a handful of
@@ -12,11 +12,12 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from gsched import brkga
-from gsched.brkga import BRKGAConfig, BRKGAParams, BRKGAState, uniform_params
-from gsched.cost_model import CostParams, evaluate_population, score
+from gsched.core.padding import batch_graphs, bucket_for, pad_graph
+from gsched.costmodel.evaluate import evaluate_population, score
+from gsched.costmodel.params import CostParams
 from gsched.generators import RandomGraphParams, random_computation_graph
-from gsched.padding import batch_graphs, bucket_for, pad_graph
+from gsched.search import brkga
+from gsched.search.brkga import BRKGAConfig, BRKGAParams, BRKGAState, uniform_params
 
 D = 2
 CONFIG = BRKGAConfig(population_size=20, num_elites=4, num_children=12)  # 4 mutants, 16/gen
@@ -294,3 +295,46 @@ def test_islands_seeds_and_pinning(graphs, single_runs):
     # Migration after the last generation: both islands hold the overall best.
     fitness = np.asarray(r.fitness)
     assert fitness[0].min() == fitness[1].min() == float(r.best_value)
+
+
+def test_run_is_a_scan_of_init_ask_evaluate_tell(graphs):
+    """The scanned search draws exactly what the public init / ask draw (same keys), so the
+    two cannot drift: one generation of ``run`` equals init → evaluate → ask → evaluate →
+    tell by hand, the island populations and fitness included. (Uniform genes, whose
+    draws are bit-exact in any XLA fusion; Beta genes agree to float32 rounding, below.)"""
+    _, _, padded, _ = graphs
+    graph = padded[0]
+    length = graph.bucket.chromosome_length(D)
+    config = BRKGAConfig(population_size=10, num_elites=2, num_children=5, num_populations=2)
+    params = uniform_params(length, elite_bias=0.6)
+    key = jax.random.key(7)
+    initial, n = config.initial_evals, config.evals_per_generation
+    chunks = -(-initial // n)
+
+    def fitness(keys):
+        flat = keys.reshape(-1, keys.shape[-1])
+        ev = evaluate_population(graph, flat, COST, num_devices=D)
+        value = score(ev, "runtime", COST)
+        return jnp.where(jnp.isnan(value), jnp.inf, value).reshape(keys.shape[:-1])
+
+    only_initial = brkga.run(key, graph, config, params, num_devices=D, budget=initial,
+                             objective="runtime", cost_params=COST)
+    state = brkga.init(key, config, params)
+    np.testing.assert_array_equal(only_initial.population, state.population)
+    state = state._replace(fitness=fitness(state.population))
+    np.testing.assert_array_equal(only_initial.fitness, state.fitness)
+
+    one_generation = brkga.run(key, graph, config, params, num_devices=D, budget=initial + n,
+                               objective="runtime", cost_params=COST)
+    step_key = jax.random.split(key, chunks + 1)[chunks]
+    new = brkga.ask(step_key, state, config, params)
+    state = brkga.tell(state, new, fitness(new), config)
+    np.testing.assert_array_equal(one_generation.population, state.population)
+    np.testing.assert_array_equal(one_generation.fitness, state.fitness)
+
+    beta = BRKGAParams(jnp.full((length,), 0.6), jnp.full((length,), 0.8),
+                       jnp.full((length,), 1.7))
+    run_beta = brkga.run(key, graph, config, beta, num_devices=D, budget=initial,
+                         objective="runtime", cost_params=COST)
+    np.testing.assert_allclose(run_beta.population, brkga.init(key, config, beta).population,
+                               rtol=1e-5, atol=1e-6)

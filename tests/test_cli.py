@@ -10,9 +10,9 @@ import pytest
 
 from gsched.cli import main
 from gsched.formats import load_graph
+from tests.graphs import SHARED
 
 REPO = Path(__file__).resolve().parents[1]
-SHARED = Path(__file__).resolve().parents[2] / "shared"
 DIAMOND = SHARED / "examples" / "diamond.pbtxt"
 VGG16 = SHARED / "benchmarks" / "moccasin" / "VGG16_256_224_224_3_test_nx.json"
 needs_diamond = pytest.mark.skipif(not DIAMOND.is_file(), reason="shared diamond.pbtxt absent")
@@ -88,6 +88,7 @@ def test_capacity_and_transfer_costs(capsys, tmp_path, capacity, feasible):
 
 
 @needs_diamond
+@pytest.mark.subprocess
 def test_python_dash_m(tmp_path):
     proc = subprocess.run([sys.executable, "-m", "gsched", "evaluate", "--graph", str(DIAMOND),
                            "--devices", "2", "--keys", save(tmp_path, D2_KEYS)],

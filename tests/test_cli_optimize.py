@@ -9,9 +9,9 @@ import pytest
 
 import gsched
 from gsched.cli import main
+from tests.graphs import SHARED
 
 REPO = Path(__file__).resolve().parents[1]
-SHARED = Path(__file__).resolve().parents[2] / "shared"
 DIAMOND = SHARED / "examples" / "diamond.pbtxt"
 needs_diamond = pytest.mark.skipif(not DIAMOND.is_file(), reason="shared diamond.pbtxt absent")
 
@@ -61,6 +61,7 @@ def test_local_search_finds_diamond_optimum(capsys):
 
 
 @needs_diamond
+@pytest.mark.subprocess
 def test_brkga_finds_diamond_optimum(capsys):
     result = optimize(capsys, *DIAMOND_ARGS)
     assert SINGLE_FIELDS <= result.keys()

@@ -4,27 +4,25 @@ Every random case compares placement and order exactly and peak memory / runtime
 relative error (SPEC asks for 1e-5).
 """
 
-from pathlib import Path
 
 import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
-
 import reference_spec as ref
-from gsched.cost_model import (CostParams, evaluate, evaluate_batch, evaluate_graph,
-                               evaluate_order, evaluate_population, exact_float32_keys, score)
+
+from gsched.core.graph import make_graph
+from gsched.core.padding import Bucket, batch_graphs, bucket_for, pad_graph, pad_keys
+from gsched.costmodel.evaluate import (
+    evaluate,
+    evaluate_batch,
+    evaluate_population,
+    score,
+)
+from gsched.costmodel.host import evaluate_graph, evaluate_order, exact_float32_keys
+from gsched.costmodel.params import CostParams
 from gsched.generators import layered_graph, random_computation_graph
-from gsched.graph import make_graph
-from gsched.padding import Bucket, batch_graphs, bucket_for, pad_graph, pad_keys
-
-SHARED = Path(__file__).resolve().parents[2] / "shared"
-
-
-def diamond():
-    return make_graph(compute_cost=[2, 3, 4, 1], temporary_memory=[0, 0, 5, 0],
-                      tensor_producer=[0, 1, 2, 3], tensor_size=[4, 2, 3, 1],
-                      edge_tensor=[0, 0, 1, 2], edge_consumer=[1, 2, 3, 3], op_names="abcd")
+from tests.graphs import SHARED, diamond
 
 
 WORKED_EXAMPLE = [  # SPEC §5: (D, keys, placement, order, device peaks, runtime)

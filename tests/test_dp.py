@@ -4,20 +4,24 @@ depth-first DP with a time limit, and the jitted approximate (beam) DP."""
 import jax
 import numpy as np
 import pytest
-
 import reference_spec as ref
-from gsched import (batch_graphs, bucket_for, evaluate_order, layered_graph, make_graph,
-                    random_computation_graph)
+
+from gsched import (
+    batch_graphs,
+    bucket_for,
+    evaluate_order,
+    layered_graph,
+    random_computation_graph,
+)
 from gsched.baselines import approx_dp, beam_orders, dfs_dp, exact_order
 from gsched.methods import optimize
+from tests.graphs import diamond
 
 KEY = jax.random.PRNGKey(0)
 
 
 # SPEC §5 diamond: a=0, b=1, c=2 (5 B temporary), d=3; a b c d peaks at 14, a c b d at 12.
-DIAMOND = make_graph(compute_cost=[2, 3, 4, 1], temporary_memory=[0, 0, 5, 0],
-                     tensor_producer=[0, 1, 2, 3], tensor_size=[4, 2, 3, 1],
-                     edge_tensor=[0, 0, 1, 2], edge_consumer=[1, 2, 3, 3])
+DIAMOND = diamond()
 # Random graphs of ≤ 10 ops with few enough topological orders to enumerate.
 TINY = ([random_computation_graph(9, seed) for seed in range(4)]
         + [layered_graph(10, seed, width_factor=0.6) for seed in range(3)])

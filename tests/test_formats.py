@@ -6,13 +6,23 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from gsched.formats import (FormatError, load_dataset, load_graph, load_graphs, parse_text,
-                            read_nodelink, read_pbtxt, save_dataset, save_graph,
-                            write_nodelink, write_pbtxt)
+from gsched.core.graph import GraphError, make_graph
+from gsched.formats import (
+    FormatError,
+    load_dataset,
+    load_graph,
+    load_graphs,
+    parse_text,
+    read_nodelink,
+    read_pbtxt,
+    save_dataset,
+    save_graph,
+    write_nodelink,
+    write_pbtxt,
+)
 from gsched.formats.pbtxt import Ident
-from gsched.graph import GraphError, make_graph
+from tests.graphs import SHARED
 
-SHARED = Path(__file__).resolve().parents[2] / "shared"
 MOCCASIN = sorted((SHARED / "benchmarks" / "moccasin").glob("*.json"))
 needs_shared = pytest.mark.skipif(not SHARED.is_dir(), reason="shared/ folder absent")
 

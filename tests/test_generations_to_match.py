@@ -1,16 +1,21 @@
-"""REGAL's generations-to-match (``eval/generations_to_match.py``): the generation arithmetic
+"""REGAL's generations-to-match (``gsched.harness.generations``): the generation arithmetic
 by hand, and the best-so-far trace of ``guided_search_trace`` against the ``regal`` method."""
 
 import jax
 import numpy as np
 import pytest
 
-from eval.generations_to_match import (compare, curves, evaluations_to_reach, generations,
-                                       regal_generations)
+from gsched.harness.generations import (
+    compare,
+    curves,
+    evaluations_to_reach,
+    generations,
+    regal_generations,
+)
 from gsched import CostParams, batch_graphs, bucket_for, random_computation_graph
 from gsched.methods import optimize
-from gsched.regal.method import build_regal
-from gsched.regal.rollout import guided_search_trace
+from gsched.policies.regal.method import build_regal
+from gsched.policies.regal.rollout import guided_search_trace
 
 
 def test_generation_arithmetic():

@@ -11,9 +11,17 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from gsched.generators import (MOCCASIN_COSTS, RandomGraphParams, augment, dedup, layered_graph,
-                               random_computation_graph, split_by_topology, synthetic_dataset)
-from gsched.graph import Graph, make_graph, topological_order
+from gsched.core.graph import Graph, make_graph, topological_order
+from gsched.generators import (
+    MOCCASIN_COSTS,
+    RandomGraphParams,
+    augment,
+    dedup,
+    layered_graph,
+    random_computation_graph,
+    split_by_topology,
+    synthetic_dataset,
+)
 
 MOCCASIN = Path(__file__).resolve().parents[2] / "shared" / "benchmarks" / "moccasin"
 LAYERED_FILES = sorted(MOCCASIN.glob("random_layered_*.json")) if MOCCASIN.is_dir() else []

@@ -3,7 +3,7 @@
 import numpy as np
 import pytest
 
-from gsched.graph import GraphError, make_graph, topological_order
+from gsched.core.graph import GraphError, make_graph, topological_order
 
 
 def chain(**overrides):

@@ -5,10 +5,23 @@ import math
 import numpy as np
 import pytest
 
-from gsched import (evaluate_order, layered_graph, make_graph, random_computation_graph,
-                    topological_order)
-from gsched.baselines import (HEURISTICS, default_schedule, dfs_schedule, kl_partition,
-                              list_schedule, post_order_schedule, transfer_bytes)
+from gsched import (
+    evaluate_order,
+    layered_graph,
+    make_graph,
+    random_computation_graph,
+    topological_order,
+)
+from gsched.baselines import (
+    HEURISTICS,
+    default_schedule,
+    dfs_schedule,
+    kl_partition,
+    list_schedule,
+    post_order_schedule,
+    transfer_bytes,
+)
+from tests.graphs import diamond
 
 
 def _graph(num_ops, producers, sizes, edges, temp=None):
@@ -20,9 +33,7 @@ def _graph(num_ops, producers, sizes, edges, temp=None):
 
 
 # SPEC §5: a=0, b=1, c=2, d=3; t0 = a→{b,c} 4 B, t1 = b→d 2 B, t2 = c→d 3 B, t3 = d's output.
-DIAMOND = make_graph(compute_cost=[2, 3, 4, 1], temporary_memory=[0, 0, 5, 0],
-                     tensor_producer=[0, 1, 2, 3], tensor_size=[4, 2, 3, 1],
-                     edge_tensor=[0, 0, 1, 2], edge_consumer=[1, 2, 3, 3])
+DIAMOND = diamond()
 GRAPHS = [random_computation_graph(40, 0), random_computation_graph(57, 1),
           layered_graph(40, 2), layered_graph(60, 3)]
 

@@ -7,10 +7,11 @@ import numpy as np
 import pytest
 
 from gsched import batch_graphs, random_computation_graph
-from gsched import random_search
-from gsched.cost_model import check_cost_params, evaluate_population, score
-from gsched.local_search import neighbours_of, run_batch, run_batch_with_stats
-from gsched.padding import bucket_for, pad_graph
+from gsched.core.padding import bucket_for, pad_graph
+from gsched.costmodel.evaluate import evaluate_population, score
+from gsched.costmodel.params import check_cost_params
+from gsched.search import random as random_search
+from gsched.search.local import neighbours_of, run_batch, run_batch_with_stats
 
 GRAPHS = [random_computation_graph(n, seed) for seed, n in enumerate((12, 25, 30))]
 BUCKET = bucket_for(GRAPHS)

@@ -3,7 +3,7 @@
 import pytest
 
 import gsched
-from gsched.cost_model import CostParams
+from gsched.costmodel.params import CostParams
 from gsched.generators import random_computation_graph
 from gsched.methods import METHODS, Method, optimize
 

@@ -6,8 +6,19 @@ import collections
 import numpy as np
 import pytest
 
-from gsched import bucket_for, evaluate_order, layered_graph, make_graph, random_computation_graph
-from gsched.baselines import best_random_order, bfs_order, dfs_order, random_topological_orders
+from gsched import (
+    bucket_for,
+    evaluate_order,
+    layered_graph,
+    make_graph,
+    random_computation_graph,
+)
+from gsched.baselines import (
+    best_random_order,
+    bfs_order,
+    dfs_order,
+    random_topological_orders,
+)
 from gsched.methods import optimize
 
 

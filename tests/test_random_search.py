@@ -5,9 +5,10 @@ import numpy as np
 import pytest
 
 from gsched import batch_graphs, random_computation_graph
-from gsched.cost_model import CostParams, evaluate_population, score
-from gsched.padding import bucket_for, pad_graph
-from gsched.random_search import run_batch
+from gsched.core.padding import bucket_for, pad_graph
+from gsched.costmodel.evaluate import evaluate_population, score
+from gsched.costmodel.params import CostParams
+from gsched.search.random import run_batch
 
 GRAPHS = [random_computation_graph(n, seed) for seed, n in enumerate((12, 25))]
 BUCKET = bucket_for(GRAPHS)

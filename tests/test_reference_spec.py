@@ -10,9 +10,14 @@ from fractions import Fraction as F
 import numpy as np
 import pytest
 
-from gsched.graph import make_graph
-from tests.reference_spec import (decode, dependencies, evaluate_order, placement_from_keys,
-                                  required_transfers)
+from gsched.core.graph import make_graph
+from tests.reference_spec import (
+    decode,
+    dependencies,
+    evaluate_order,
+    placement_from_keys,
+    required_transfers,
+)
 
 A, B, C, D_ = 0, 1, 2, 3  # diamond op indices
 

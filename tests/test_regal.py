@@ -9,16 +9,27 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from gsched.brkga import BRKGAParams
-from gsched.cost_model import CostParams
+from gsched.core.graph import make_graph
+from gsched.core.padding import Bucket, bucket_for, pad_graph
+from gsched.costmodel.params import CostParams
 from gsched.generators import random_computation_graph
-from gsched.graph import make_graph
-from gsched.padding import Bucket, bucket_for, pad_graph
-from gsched.regal.actions import (ActionSpace, dequantize_beta, dequantize_elite_bias,
-                                  quantize_beta, quantize_elite_bias, to_brkga_params)
-from gsched.regal.features import Features, compute_features, num_node_features, pinned_ops
-from gsched.regal.gnn import topological_rank
-from gsched.regal.policy import Baseline, Policy, PolicyConfig, log_prob
+from gsched.policies.regal.actions import (
+    ActionSpace,
+    dequantize_beta,
+    dequantize_elite_bias,
+    quantize_beta,
+    quantize_elite_bias,
+    to_brkga_params,
+)
+from gsched.policies.regal.features import (
+    Features,
+    compute_features,
+    num_node_features,
+    pinned_ops,
+)
+from gsched.policies.regal.gnn import topological_rank
+from gsched.policies.regal.policy import Baseline, Policy, PolicyConfig, log_prob
+from gsched.search.brkga import BRKGAParams
 
 D = 2
 

@@ -5,7 +5,8 @@ the BRKGA 5K reference cells with ``synthetic.toml``."""
 import tomllib
 from pathlib import Path
 
-from eval.sweep import cell_hash, load_config, parse_config, units
+from gsched.harness.config import load_config, parse_config
+from gsched.harness.units import cell_hash, units
 
 ROOT = Path(__file__).resolve().parents[1]
 CONFIGS = ROOT / "eval" / "configs"

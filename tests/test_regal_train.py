@@ -12,17 +12,24 @@ import numpy as np
 import optax
 import pytest
 
-from gsched.cost_model import CostParams
+from gsched.core.padding import Bucket, batch_graphs
+from gsched.costmodel.params import CostParams
 from gsched.generators import random_computation_graph
+from gsched.infra.checkpoint import save_checkpoint
+from gsched.infra.config import config_to_dict
 from gsched.methods import optimize
-from gsched.regal.method import POLICY_KIND
-from gsched.padding import Bucket, batch_graphs
-from gsched.regal.features import Features, num_node_features
-from gsched.regal.policy import PolicyConfig, log_prob
-from gsched.regal.reinforce import (Batch, ReinforceConfig, init_models, init_state, loss,
-                                    make_train_step)
-from gsched.training import config_to_dict, save_checkpoint
-from train import regal as train_regal
+from gsched.policies.regal.features import Features, num_node_features
+from gsched.policies.regal.checkpoint import POLICY_KIND
+from gsched.policies.regal.policy import PolicyConfig, log_prob
+from gsched.policies.regal.reinforce import (
+    Batch,
+    ReinforceConfig,
+    init_models,
+    init_state,
+    loss,
+    make_train_step,
+)
+from gsched.policies.regal import training as train_regal
 
 D = 2
 BUCKET = Bucket(16, 32, 32)

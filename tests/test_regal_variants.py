@@ -4,11 +4,12 @@ runs from its shipped LSTM checkpoint (tiny graphs and budget)."""
 
 import pytest
 
-from gsched.cost_model import OBJECTIVES
+from gsched.costmodel.params import OBJECTIVES
 from gsched.generators import random_computation_graph
 from gsched.methods import optimize
-from gsched.regal.gnn import SequenceEncoder
-from gsched.regal.method import CHECKPOINTS, build_gas, build_idrs, build_regal
+from gsched.policies.regal.gnn import SequenceEncoder
+from gsched.policies.regal.checkpoint import CHECKPOINTS
+from gsched.policies.regal.method import build_gas, build_idrs, build_regal
 
 
 @pytest.mark.parametrize("build", [build_regal, build_idrs])

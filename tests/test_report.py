@@ -1,4 +1,5 @@
-"""Report arithmetic (``eval/report.py``) on a hand-made results table with known answers."""
+"""Report arithmetic (``gsched.harness.report``, CLI ``eval/report.py``) on a hand-made results
+table with known answers."""
 
 import json
 import math
@@ -7,7 +8,7 @@ import sys
 import pytest
 
 from eval import report
-from eval.report import parse_reference, tables
+from gsched.harness.report import parse_reference, tables
 
 REF = ("brkga", 5000)
 

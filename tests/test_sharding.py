@@ -8,12 +8,13 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
 
 SCRIPT = """
 import jax, numpy as np
 from jax.sharding import Mesh
 from gsched import evaluate_population, pad_graph, random_computation_graph
-from gsched.cost_model import evaluate_population_sharded
+from gsched.costmodel.evaluate import evaluate_population_sharded
 assert len(jax.devices()) == 2, jax.devices()
 g = random_computation_graph(40, 0)
 padded = pad_graph(g)
@@ -31,6 +32,7 @@ except ValueError as err:
 """
 
 
+@pytest.mark.subprocess
 def test_sharded_population_matches_unsharded():
     env = dict(os.environ, XLA_FLAGS="--xla_force_host_platform_device_count=2",
                JAX_PLATFORMS="cpu")

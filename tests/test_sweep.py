@@ -1,4 +1,5 @@
-"""The evaluation sweep (``eval/sweep.py``): config validation, tidy rows, resume, sharding.
+"""The evaluation sweep (``gsched.harness``, CLI ``eval/sweep.py``): config validation, tidy
+rows, resume, sharding.
 
 The runs use ``eval/configs/smoke.toml`` cut down to one budget and two methods, so the whole
 file compiles random search twice (one per objective).
@@ -15,7 +16,12 @@ from pathlib import Path
 import pytest
 
 from eval import sweep
-from eval.sweep import IDENTITY, ConfigError, parse_config, read_rows, run_sweep
+from gsched.harness import config as harness_config
+from gsched.harness import run as harness_run
+from gsched.harness.config import ConfigError, load_config, parse_config
+from gsched.harness.results import IDENTITY, read_rows
+from gsched.harness.run import run_sweep
+from gsched.harness.units import units
 from gsched.methods import Method
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -47,40 +53,70 @@ def _count_calls(monkeypatch):
     def counting(name, graphs, **kwargs):
         calls.append((name, kwargs["objective"], kwargs["budget"]))
         return optimize(name, graphs, **kwargs)
-    optimize = sweep.optimize
-    monkeypatch.setattr(sweep, "optimize", counting)
+    optimize = harness_run.optimize
+    monkeypatch.setattr(harness_run, "optimize", counting)
     return calls
 
 
 @pytest.mark.parametrize("change, message", [
-    (dict(methods=[{"name": "anneal"}]), "methods[0].name: unknown method 'anneal'"),
+    # checks of the sweep's own (registry, values, datasets)
+    (dict(methods=[{"name": "anneal"}]), "key 'methods[0].name': unknown method 'anneal'"),
     (dict(methods=[{"name": "random", "options": {"checkpoint": "x"}}]),
-     "methods[0].options: method random does not take checkpoint"),
-    (dict(budgets=[0]), "budgets: every entry must be an integer >= 1"),
-    (dict(methods=[{"name": "random", "budgets": [100, -5]}]), "methods[0].budgets"),
-    (dict(methods=[{"name": "gp_dfs", "budgets": [5]}]), "heuristic gp_dfs has no budget"),
+     "key 'methods[0].options': method random does not take checkpoint"),
+    (dict(budgets=[0]), "key 'budgets[0]': must be an integer >= 1, got 0"),
+    (dict(methods=[{"name": "random", "budgets": [100, -5]}]),
+     "key 'methods[0].budgets[1]': must be an integer >= 1, got -5"),
+    (dict(methods=[{"name": "gp_dfs", "budgets": [5]}]),
+     "key 'methods[0].budgets': heuristic gp_dfs has no budget"),
     (dict(datasets=[{"name": "none", "source": "files", "path": "/nonexistent/*.json"}]),
-     "datasets[0].path: '/nonexistent/*.json' matches no file"),
-    (dict(datasets=[dict(SMOKE["datasets"][0], max_ops=3)]), "dataset 'tiny' is empty"),
-    (dict(datasets=[dict(SMOKE["datasets"][0], sizes=[1])]), "datasets[0]: unknown key(s) sizes"),
-    (dict(objectives=[{"name": "speed"}]), "objectives[0].name: unknown objective 'speed'"),
+     "key 'datasets[0].path': '/nonexistent/*.json' matches no file"),
+    (dict(datasets=[dict(SMOKE["datasets"][0], max_ops=3)]),
+     "key 'datasets[0]': dataset 'tiny' is empty"),
+    (dict(objectives=[{"name": "speed"}]), "key 'objectives[0].name': unknown objective 'speed'"),
     (dict(objectives=[{"name": "runtime", "capacity": 1.0, "capacity_fraction": 0.5}]),
-     "objectives[0]: give capacity or capacity_fraction"),
-    (dict(objectives=[{"name": "runtime", "bandwidth": 0}]), "objectives[0].bandwidth"),
-    (dict(seeds=[]), "seeds: expected a non-empty list"),
-    (dict(batch_size=0), "config.batch_size"),
-    (dict(colour="red"), "config: unknown key(s) colour"),
+     "key 'objectives[0]': give capacity or capacity_fraction"),
+    (dict(objectives=[{"name": "runtime", "bandwidth": 0}]),
+     "key 'objectives[0].bandwidth': must be > 0"),
+    (dict(seeds=[]), "key 'seeds': expected a non-empty list"),
+    (dict(batch_size=0), "key 'batch_size': expected an integer >= 1, got 0"),
+    (dict(methods=[{"name": "random"}, {"name": "random"}]),
+     "key 'methods': repeated label(s) random"),
+    # keys and types, checked by gsched.infra.config's typed loader
+    (dict(datasets=[dict(SMOKE["datasets"][0], sizes=[1])]),
+     "unknown key 'datasets[0].sizes' (known keys: graphs, kind,"),
+    (dict(colour="red"), "unknown key 'colour'"),
+    (dict(seeds=[0, "1"]), "key 'seeds[1]': expected int, got str '1'"),
+    (dict(datasets=[dict(SMOKE["datasets"][0], split="validation")]),
+     "key 'datasets[0].split': expected one of ['train', 'valid', 'test', 'all']"),
+    (dict(methods=[{"name": "random", "optional": "yes"}]),
+     "key 'methods[0].optional': expected bool, got str 'yes'"),
 ])
 def test_config_errors_name_the_key(change, message):
-    with pytest.raises(ConfigError, match=message.replace("(", r"\(").replace(")", r"\)")
-                       .replace("[", r"\[").replace("]", r"\]").replace("*", r"\*")):
-        parse_config(small(**change))
+    with pytest.raises(ConfigError) as error:
+        parse_config(small(**change), "small")
+    assert str(error.value).startswith("small: ") and message in str(error.value)
+
+
+def test_config_errors_name_the_file(tmp_path):
+    raw = small()
+    del raw["seeds"]
+    path = tmp_path / "broken.toml"
+    path.write_text(_toml(raw))
+    with pytest.raises(ConfigError, match=f"^{path}: missing required key 'seeds'"):
+        load_config(path)
+    path.write_text(_toml(small(methods=[{"name": "anneal"}])))
+    with pytest.raises(ConfigError, match=f"^{path}: key 'methods\\[0\\].name': unknown method"):
+        load_config(path)
+    path.write_text("seeds = [0\n")
+    with pytest.raises(ConfigError, match=f"^{path}: invalid TOML"):
+        load_config(path)
 
 
 def test_optional_methods_that_cannot_run_are_skipped_with_a_note(monkeypatch):
     def missing_extra():
         raise ImportError("needs pip install -e .[extra]")
-    monkeypatch.setitem(sweep.METHODS, "extra", Method("test", "heuristic", missing_extra))
+    monkeypatch.setitem(harness_config.METHODS, "extra",
+                        Method("test", "heuristic", missing_extra))
     config = parse_config(small(methods=[{"name": "random"},
                                          {"name": "not_a_method", "optional": True},
                                          {"name": "extra", "optional": True}]))
@@ -88,16 +124,16 @@ def test_optional_methods_that_cannot_run_are_skipped_with_a_note(monkeypatch):
     assert config.skipped == (
         "method not_a_method is not registered (optional): skipped",
         "method extra cannot be built (optional): skipped (needs pip install -e .[extra])")
-    with pytest.raises(ConfigError, match="methods: none of the methods can run"):
+    with pytest.raises(ConfigError, match="key 'methods': none of the methods can run"):
         parse_config(small(methods=[{"name": "extra", "optional": True}]))
 
 
 def test_units_respect_device_and_objective_limits(monkeypatch):
-    monkeypatch.setitem(sweep.METHODS, "memory_only", Method(
+    monkeypatch.setitem(harness_config.METHODS, "memory_only", Method(
         "test", "heuristic", lambda: None, max_devices=1, objectives=("peak_memory",)))
     config = parse_config(small(devices=[1, 2], methods=[
         {"name": "memory_only"}, {"name": "gp_dfs", "devices": [2]}]))
-    cells = {(u.run.label, u.objective.name, u.devices) for u in sweep.units(config)}
+    cells = {(u.run.label, u.objective.name, u.devices) for u in units(config)}
     assert cells == {("memory_only", "peak_memory", 1), ("gp_dfs", "peak_memory", 2),
                      ("gp_dfs", "runtime", 2)}
 
@@ -163,7 +199,7 @@ def test_existing_results_need_resume(finished):
 
 def test_corrupt_middle_line_is_an_error(tmp_path):
     (tmp_path / "results.jsonl").write_text('{"a": 1}\nnot json\n{"b": 2}\n')
-    with pytest.raises(ValueError, match="results.jsonl:2: corrupt results line"):
+    with pytest.raises(ValueError, match="results.jsonl:2: not a JSON line"):
         read_rows(tmp_path)
 
 
@@ -181,8 +217,13 @@ def test_cli_progress_and_resume(finished, tmp_path, capsys):
     assert sweep.main(["--config", str(config_path), "--out", str(target), "--resume"]) == 0
     captured = capsys.readouterr()
     assert json.loads(captured.out) == {"results": str(target), "rows": len(rows)}
-    assert f"[{len(rows)}/{len(rows)} cells]" in captured.err and "ETA" in captured.err
-    assert "graphs/s" in captured.err and "mean best value" in captured.err
+    # one progress line per batch rerun: cells done / total, evaluations done / total (the
+    # steps of gsched.infra.progress.Progress), the cell's mean best value, ETA
+    assert f"cells, {len(rows) - 2} done before" in captured.err
+    evaluations = sum(r["budget"] for r in rows)
+    assert f"[{len(rows)}/{len(rows)} cells]" in captured.err
+    assert f"| step {evaluations}/{evaluations} | mean best value " in captured.err
+    assert "steps/s" in captured.err and "ETA" in captured.err
     assert sweep.main(["--config", str(tmp_path / "missing.toml")]) == 2
 
 
@@ -205,7 +246,8 @@ SHARDED = """
 import jax, json, sys, tomllib
 sys.path.insert(0, sys.argv[2])
 from test_sweep import small
-from eval.sweep import parse_config, run_sweep
+from gsched.harness.config import parse_config
+from gsched.harness.run import run_sweep
 assert len(jax.local_devices()) == 2, jax.local_devices()
 config = parse_config(small(methods=[{"name": "random"}], objectives=small()["objectives"][:1]))
 log = []
@@ -215,6 +257,7 @@ print("ROWS=" + json.dumps(rows))
 """
 
 
+@pytest.mark.subprocess
 def test_sharded_sweep_matches_unsharded(finished, tmp_path):
     """The fixture's unsharded random-search rows, again with each batch of 2 graphs split
     over 2 forced CPU devices (a subprocess: the device count is fixed when JAX starts)."""

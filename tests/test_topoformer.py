@@ -6,10 +6,10 @@ import numpy as np
 import pytest
 
 from gsched import batch_graphs, bucket_for, layered_graph, random_computation_graph
-from gsched.padding import Bucket
-from gsched.topoformer import features as F
-from gsched.topoformer import model as M
-from gsched.topoformer import relations as R
+from gsched.core.padding import Bucket
+from gsched.policies.topoformer import features as F
+from gsched.policies.topoformer import model as M
+from gsched.policies.topoformer import relations as R
 
 SMALL = M.TopoformerConfig(num_layers=2, dim=16, heads_per_relation=2, head_dim=4)
 GRAPHS = ([random_computation_graph(n, seed) for seed, n in enumerate((6, 11, 17))]

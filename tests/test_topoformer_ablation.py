@@ -1,5 +1,6 @@
-"""The Topoformer encoder-ablation table (``eval/topoformer_ablation.py``, on a tiny untrained
-model and hand-made results) and the NTO sweep configs at CPU scale
+"""The Topoformer encoder-ablation table (``gsched.harness.ablations``, CLI
+``eval/topoformer_ablation.py``, on a tiny untrained model and hand-made results) and the NTO
+sweep configs at CPU scale
 (``eval/configs/nto_ablation.toml``, ``nto_large.toml``, ``nto_large_dp1k.toml``)."""
 
 import json
@@ -9,11 +10,13 @@ from pathlib import Path
 import equinox as eqx
 import jax
 
-from eval.sweep import cell_hash, graph_digest, load_config, parse_config, units
-from eval.topoformer_ablation import ablation_entries, main
-from gsched.topoformer.method import save_model
-from gsched.topoformer.model import Topoformer, TopoformerConfig
-from gsched.topoformer.relations import ENCODERS
+from eval.topoformer_ablation import main
+from gsched.harness.ablations import ablation_entries
+from gsched.harness.config import load_config, parse_config
+from gsched.harness.units import cell_hash, graph_digest, units
+from gsched.policies.topoformer.checkpoint import save_model
+from gsched.policies.topoformer.model import Topoformer, TopoformerConfig
+from gsched.policies.topoformer.relations import ENCODERS
 
 ROOT = Path(__file__).resolve().parents[1]
 CONFIGS = ROOT / "eval" / "configs"
@@ -36,6 +39,13 @@ def _setup(tmp_path):
     sweep = tmp_path / "ablation.toml"
     sweep.write_text(f"""
 budgets = [5000]
+seeds = [0]
+devices = [1]
+[[datasets]]
+name = "d"
+source = "synthetic"
+[[objectives]]
+name = "peak_memory"
 [[methods]]
 name = "approx_dp"
 label = "dp"

@@ -9,9 +9,9 @@ import numpy as np
 import pytest
 
 from gsched import batch_graphs, bucket_for, layered_graph, random_computation_graph
-from gsched.cost_model import evaluate_batch, order_keys
-from gsched.padding import Bucket
-from gsched.topoformer import decode as D
+from gsched.core.padding import Bucket
+from gsched.costmodel.evaluate import evaluate_batch, order_keys
+from gsched.policies.topoformer import decode as D
 from tests import reference_spec as ref
 
 GRAPHS = ([random_computation_graph(n, seed) for seed, n in enumerate((5, 12, 25))]

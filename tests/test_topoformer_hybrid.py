@@ -8,12 +8,19 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from gsched import CostParams, batch_graphs, bucket_for, layered_graph, pad_graph
-from gsched import random_computation_graph
+from gsched import (
+    CostParams,
+    batch_graphs,
+    bucket_for,
+    layered_graph,
+    pad_graph,
+    random_computation_graph,
+)
 from gsched.methods import optimize
-from gsched.topoformer import hybrid
-from gsched.topoformer import method as topo_method
-from gsched.topoformer.model import Topoformer, TopoformerConfig
+from gsched.policies.topoformer import hybrid
+from gsched.policies.topoformer import checkpoint as topo_checkpoint
+from gsched.policies.topoformer import method as topo_method
+from gsched.policies.topoformer.model import Topoformer, TopoformerConfig
 from tests import reference_spec as ref
 
 TINY = TopoformerConfig(num_layers=1, dim=8, heads_per_relation=1, head_dim=4, pe_dim=4)
@@ -27,7 +34,7 @@ def checkpoint(tmp_path_factory):
     """A randomly initialized tiny Topoformer export (its greedy orders are poor, so BRKGA
     has something to improve)."""
     path = tmp_path_factory.mktemp("hybrid") / "model"
-    topo_method.save_model(path, Topoformer(TINY, jax.random.key(3)), TINY)
+    topo_checkpoint.save_model(path, Topoformer(TINY, jax.random.key(3)), TINY)
     return str(path)
 
 
@@ -46,7 +53,7 @@ def _peak(graph, order):
 @functools.lru_cache(maxsize=1)
 def _greedy_decoder(checkpoint):
     """The checkpoint's greedy decoding, jitted once (compiled once per bucket)."""
-    model, config = topo_method.load_model(checkpoint)
+    model, config = topo_checkpoint.load_model(checkpoint)
     return jax.jit(lambda g: topo_method.decoded_orders(model, config, "greedy",
                                                         jax.random.key(0), g, 1))
 
@@ -153,7 +160,7 @@ def test_errors(checkpoint, tmp_path):
     with pytest.raises(ValueError, match="optimizes only peak_memory"):
         optimize("topoformer_brkga", graphs, num_devices=1, budget=100, objective="runtime",
                  options={"checkpoint": checkpoint})
-    runner = hybrid.build(checkpoint, "greedy")
+    runner = hybrid.build_topoformer_brkga(checkpoint, "greedy")
     batch = batch_graphs(graphs, None)
     with pytest.raises(ValueError, match="single device"):
         runner(jax.random.key(0), batch, CostParams(), num_devices=2, budget=100,
@@ -162,12 +169,12 @@ def test_errors(checkpoint, tmp_path):
         runner(jax.random.key(0), batch, CostParams(), num_devices=1, budget=100,
                objective="runtime")
     with pytest.raises(ValueError, match="python -m train.topoformer"):
-        hybrid.build(str(tmp_path / "nothing"))
+        hybrid.build_topoformer_brkga(str(tmp_path / "nothing"))
     with pytest.raises(ValueError, match="decode mode"):
-        hybrid.build(checkpoint, "topk")
+        hybrid.build_topoformer_brkga(checkpoint, "topk")
     for bad in (0.0, -1.0, float("nan"), "2", True):
         with pytest.raises(ValueError, match="concentration"):
-            hybrid.build(checkpoint, concentration=bad)
+            hybrid.build_topoformer_brkga(checkpoint, concentration=bad)
     with pytest.raises(ValueError, match="does not take"):
         optimize("topoformer_brkga", graphs, num_devices=1, budget=100,
                  options={"checkpoint": checkpoint, "beam_size": 4})

@@ -10,12 +10,13 @@ import numpy as np
 import pytest
 
 from gsched import batch_graphs, layered_graph, random_computation_graph
+from gsched.core.padding import Bucket
 from gsched.methods import optimize
-from gsched.padding import Bucket
-from gsched.topoformer import method as topo_method
-from gsched.topoformer import reinforce
-from gsched.topoformer.model import Topoformer, TopoformerConfig
-from train import topoformer as entry
+from gsched.policies.topoformer import checkpoint as topo_checkpoint
+from gsched.policies.topoformer import method as topo_method
+from gsched.policies.topoformer import reinforce
+from gsched.policies.topoformer.model import Topoformer, TopoformerConfig
+from gsched.policies.topoformer import training as entry
 
 TINY = TopoformerConfig(num_layers=1, dim=8, heads_per_relation=1, head_dim=4, pe_dim=4)
 TINY_OVERRIDES = ["steps=3", "checkpoint_every=3", "log_every=1", "batch_size=2",
@@ -82,7 +83,7 @@ def test_short_training_run_compiles_once_logs_and_exports(trained):
     assert all(np.isfinite(r["loss"]) and np.isfinite(r["grad_norm"]) for r in records)
     assert "baseline_replaced" in records[1] and "val/ratio_to_xla_list" in records[1]
     assert records[-1]["val/ratio_to_xla_list"] > 0
-    model, config = topo_method.load_model(run_dir)
+    model, config = topo_checkpoint.load_model(run_dir)
     assert config == TINY
     initial = Topoformer(config, jax.random.key(0))  # the entry point's seed 0
     assert any(not np.array_equal(a, b) for a, b in zip(_arrays(model), _arrays(initial)))
@@ -101,9 +102,9 @@ def test_topoformer_method(trained):
         optimize("topoformer", graphs, num_devices=2, budget=4,
                  options={"checkpoint": str(run_dir)})
     with pytest.raises(ValueError, match="decode mode"):
-        topo_method.build(checkpoint=str(run_dir), decode="topk")
+        topo_method.build_topoformer(checkpoint=str(run_dir), decode="topk")
 
 
 def test_missing_checkpoint_says_how_to_train(tmp_path):
     with pytest.raises(ValueError, match="python -m train.topoformer"):
-        topo_method.build(checkpoint=str(tmp_path / "nothing"))
+        topo_method.build_topoformer(checkpoint=str(tmp_path / "nothing"))

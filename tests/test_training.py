@@ -23,11 +23,23 @@ import numpy as np
 import optax
 import pytest
 
-from gsched import training
-from gsched.training import (CheckpointError, ConfigError, Checkpointer, MetricsLog, Progress,
-                             config_from_dict, config_to_dict, data_mesh, load_checkpoint,
-                             load_config, read_checkpoint_metadata, read_metrics, run_training,
-                             save_checkpoint, shard_batch)
+from gsched.infra.checkpoint import (
+    Checkpointer,
+    CheckpointError,
+    load_checkpoint,
+    read_checkpoint_metadata,
+    save_checkpoint,
+)
+from gsched.infra.config import (
+    ConfigError,
+    config_from_dict,
+    config_to_dict,
+    load_config,
+    parse_run_arguments,
+)
+from gsched.infra.distributed import data_mesh, shard_batch
+from gsched.infra.progress import MetricsLog, Progress, read_jsonl, read_metrics
+from gsched.infra.train_loop import run_training
 
 OPTIM = optax.adam(0.05)
 TRACES = []
@@ -306,11 +318,28 @@ def test_metrics_log_truncation_and_errors(tmp_path):
     MetricsLog(path, resume_step=2).write({"step": 3, "loss": 9.0})
     assert [(r["step"], r["loss"]) for r in read_metrics(path)] == [(1, .5), (2, 1.0), (3, 9.0)]
     path.write_text('{"step": 1}\nnot json\n{"step": 2}\n')
-    with pytest.raises(ValueError, match="line 2 is not JSON"):
+    with pytest.raises(ValueError, match=r"m.jsonl:2: not a JSON line"):
         MetricsLog(path, resume_step=5)
     path.write_text('{"step": 1}\n{"loss": 2}\n')
-    with pytest.raises(ValueError, match="line 2 has no integer 'step'"):
+    with pytest.raises(ValueError, match="a line has no integer 'step'"):
         MetricsLog(path, resume_step=5)
+    path.write_text('{"step": 1}\n{"step": 2, "lo')  # cut short mid-write: dropped on resume
+    MetricsLog(path, resume_step=5)
+    assert path.read_text() == '{"step": 1}\n'
+
+
+def test_read_jsonl_is_the_one_reader(tmp_path):
+    path = tmp_path / "rows.jsonl"
+    path.write_text('{"a": 1}\n\n{"a": 2}\n{"a": 3')
+    warnings = []
+    assert read_jsonl(path, warn=warnings.append) == [{"a": 1}, {"a": 2}]
+    assert len(warnings) == 1 and "partial last line" in warnings[0]
+    path.write_text('{"a": 1}\n{"a": \n{"a": 3}\n')  # a corrupt line that is not the last
+    with pytest.raises(ValueError, match=r"rows.jsonl:2: not a JSON line"):
+        read_jsonl(path)
+    path.write_text('[1, 2]\n')
+    with pytest.raises(ValueError, match=r"rows.jsonl:1: not a JSON object"):
+        read_jsonl(path)
 
 
 def test_progress_line(tmp_path):
@@ -419,7 +448,8 @@ def test_shard_batch_on_one_device():
 SHARDED = """
 import sys, tempfile, jax, numpy as np
 import tests.test_training as t
-from gsched.training import data_mesh, run_training, shard_batch
+from gsched.infra.distributed import data_mesh, shard_batch
+from gsched.infra.train_loop import run_training
 assert len(jax.devices()) == 2, jax.devices()
 mesh = data_mesh()
 try:
@@ -443,6 +473,7 @@ print("SHARDED_TRAINING_OK")
 """
 
 
+@pytest.mark.subprocess
 def test_data_parallel_training_on_two_host_devices(tmp_path, reference):
     """Sharded over 2 devices, 5 steps + resume for 5 ≈ the 1-device reference run."""
     np.savez(tmp_path / "ref.npz", **{f"a{i}": x for i, x in enumerate(arrays(reference[0]))})
@@ -461,10 +492,10 @@ def test_parse_run_arguments_defaults_and_bad_keys(tmp_path, capsys):
 
     config_file = tmp_path / "tiny_run.toml"
     config_file.write_text("steps = 5\n")
-    args, config, run_dir = training.parse_run_arguments(
+    args, config, run_dir = parse_run_arguments(
         "prog", "doc", Tiny, ["--config", str(config_file), "steps=7", "--resume"])
     assert config == Tiny(steps=7) and args.resume and run_dir == Path("runs/tiny_run")
     with pytest.raises(SystemExit) as exit_info:
-        training.parse_run_arguments("prog", "doc", Tiny, ["--config", str(config_file),
+        parse_run_arguments("prog", "doc", Tiny, ["--config", str(config_file),
                                                            "stepz=1"])
     assert exit_info.value.code == 2 and "stepz" in capsys.readouterr().err

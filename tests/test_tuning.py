@@ -7,11 +7,19 @@ import numpy as np
 import pytest
 
 from eval import tune_brkga
-from gsched import CostParams, batch_graphs, bucket_for, brkga, random_computation_graph
+from gsched import CostParams, batch_graphs, bucket_for, random_computation_graph
+from gsched.core.padding import Bucket
 from gsched.methods import optimize
-from gsched.padding import Bucket
-from gsched.tuning import (TUNED_PATH, Setting, evaluate_grid, load_tuned, make_grid, select,
-                           tuned_run_batch)
+from gsched.search import brkga
+from gsched.search.tuned import (
+    TUNED_PATH,
+    Setting,
+    evaluate_grid,
+    load_tuned,
+    make_grid,
+    select,
+    tuned_run_batch,
+)
 
 SMALL = Setting(population_size=10, num_elites=2, num_mutants=2)
 

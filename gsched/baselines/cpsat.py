@@ -29,7 +29,7 @@ are pinned to slot ranges by their ancestor / descendant counts, and op 0 sits o
 (devices are interchangeable).
 
 **Units.** Memory is integer in CP-SAT: sizes are rounded to the cost model's own unit
-(:mod:`gsched.memory`) and divided by their gcd, so the optimum equals the cost model's exact
+(:mod:`gsched.costmodel.memory`) and divided by their gcd, so the optimum equals the cost model's exact
 value (integer byte sizes with a total below 2⁴⁰ B are not rounded at all).
 """
 
@@ -41,9 +41,9 @@ import time
 import jax.numpy as jnp
 import numpy as np
 
-from gsched import fixedpoint as fp
-from gsched.graph import Graph, topological_order
-from gsched.memory import MEMORY_VALUE_BITS
+from gsched.core import fixedpoint as fp
+from gsched.core.graph import Graph, topological_order
+from gsched.costmodel.memory import MEMORY_VALUE_BITS
 
 MAX_CONSTRAINTS = 2_000_000  # model-size guard: the position model is for small graphs
 _STATUS = {"OPTIMAL": "optimal", "FEASIBLE": "feasible", "UNKNOWN": "unknown"}
@@ -199,7 +199,7 @@ def solve(graph: Graph, num_devices: int, time_limit: float = 60.0, seed: int = 
     return np.argsort(slot).astype(np.int64), np.asarray(placement, np.int64), info
 
 
-def build(time_limit: float = 60.0):
+def build_cpsat(time_limit: float = 60.0):
     """The ``cpsat`` method's runner ``(graph, num_devices, seed) → (order, placement, info)``;
     fails early with a clear error when OR-Tools is missing."""
     _cp_model()

@@ -46,11 +46,13 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from gsched import fixedpoint as fp
-from gsched.cost_model import (CostParams, Evaluation, check_search_settings, evaluate_batch,
-                               is_int, order_keys)
-from gsched.graph import Graph
-from gsched.padding import PaddedGraph
+from gsched.core import fixedpoint as fp
+from gsched.core.graph import Graph
+from gsched.core.padding import PaddedGraph
+from gsched.costmodel.evaluate import Evaluation, evaluate_batch, order_keys, score
+from gsched.costmodel.params import CostParams, check_search_settings, is_int
+from gsched.registry import Search
+from gsched.search.common import SearchResult
 
 # --- Host side: the exact subset DP and the depth-first DP ---------------------------------
 
@@ -240,6 +242,12 @@ class ApproxDPResult(NamedTuple):
     peak: jnp.ndarray  # [B] float32 the DP's own (fixed-point) peak of that order
     best_evaluation: Evaluation  # leading [B]: the cost model's evaluation of ``order``
     evals_used: jnp.ndarray  # [B] int32: 1 (the evaluation of the final order)
+    keys: jnp.ndarray  # [B, L] a chromosome that decodes to ``order`` (``order_keys``)
+    value: jnp.ndarray  # [B] float32 the objective's score of that evaluation
+
+    def search_result(self) -> SearchResult:
+        """The fields every search returns (what the method registry reads)."""
+        return SearchResult(self.value, self.keys, self.best_evaluation, self.evals_used)
 
 
 class _Tables(NamedTuple):
@@ -418,7 +426,8 @@ def approx_dp_batch(key: jax.Array, graphs: PaddedGraph, cost_params: CostParams
     evaluation = evaluate_batch(graphs, keys[:, None], cost_params, num_devices=1)
     batch = orders.shape[0]
     return ApproxDPResult(orders, peaks, jax.tree.map(lambda x: x[:, 0], evaluation),
-                          jnp.ones(batch, jnp.int32))
+                          jnp.ones(batch, jnp.int32), keys,
+                          score(evaluation, objective, cost_params)[:, 0])
 
 
 approx_dp = jax.jit(approx_dp_batch,
@@ -426,10 +435,10 @@ approx_dp = jax.jit(approx_dp_batch,
 """Jitted :func:`approx_dp_batch`: one compilation per (bucket, batch size, ``beam_size``)."""
 
 
-# --- Runners for the method registry (``gsched.methods``) ----------------------------------
+# --- Builders for the method registry (``gsched.methods``) ---------------------------------
 
 
-def dfs_dp_runner(time_limit: float = 60.0):
+def build_dfs_dp(time_limit: float = 60.0):
     """A ``heuristic`` runner: :func:`dfs_dp` with ``time_limit`` seconds per graph; its info
     says whether the order is ``optimal`` and how many partial orders were ``dp_expanded``."""
     _check_time_limit(time_limit)
@@ -442,7 +451,7 @@ def dfs_dp_runner(time_limit: float = 60.0):
     return run
 
 
-def exact_dp_runner():
+def build_exact_dp():
     """A ``heuristic`` runner: :func:`exact_order` (graphs of ≤ 25 ops), ``optimal: true``."""
 
     def run(graph: Graph, num_devices: int = 1, seed: int = 0):
@@ -452,7 +461,8 @@ def exact_dp_runner():
     return run
 
 
-def approx_dp_runner(beam_size: int = 100_000):
+def build_approx_dp(beam_size: int = 100_000) -> Search:
     """A ``search`` runner: :func:`approx_dp_batch` with ``K = beam_size`` (paper: 100,000)."""
     _check_beam_size(beam_size)
-    return functools.partial(approx_dp_batch, beam_size=beam_size)
+    return Search(lambda *args, **kwargs: approx_dp_batch(*args, **kwargs).search_result(),
+                  {"beam_size": beam_size})

@@ -27,11 +27,13 @@ from typing import Callable, NamedTuple
 
 import numpy as np
 
-from gsched.cost_model import evaluate_order
-from gsched.graph import Graph, topological_order
+from gsched.core.graph import Graph, topological_order
+from gsched.costmodel.host import evaluate_order
 
 
-class _Structure(NamedTuple):
+class OpStructure(NamedTuple):
+    """A graph's op-level adjacency as plain lists (host-side heuristics walk it)."""
+
     inputs: list[list[int]]  # tensors each op reads, edge order
     operands: list[list[int]]  # distinct producer ops of those tensors, first-seen order
     users: list[list[int]]  # distinct consumer ops of each op's outputs
@@ -39,7 +41,8 @@ class _Structure(NamedTuple):
     sinks: list[int]  # ops without users, index order
 
 
-def _structure(graph: Graph) -> _Structure:
+def op_structure(graph: Graph) -> OpStructure:
+    """The :class:`OpStructure` of ``graph``."""
     n, producer = graph.num_ops, graph.tensor_producer.tolist()
     inputs: list[list[int]] = [[] for _ in range(n)]
     readers: list[list[int]] = [[] for _ in range(graph.num_tensors)]
@@ -51,7 +54,7 @@ def _structure(graph: Graph) -> _Structure:
     for c, ops in enumerate(operands):
         for p in ops:
             users[p].append(c)
-    return _Structure(inputs, operands, users, readers, [j for j in range(n) if not users[j]])
+    return OpStructure(inputs, operands, users, readers, [j for j in range(n) if not users[j]])
 
 
 def _output_bytes(graph: Graph) -> np.ndarray:
@@ -84,7 +87,7 @@ def _dfs_post_order(roots: list[int], operands: list[list[int]]) -> np.ndarray:
 def post_order_schedule(graph: Graph) -> np.ndarray:
     """XLA's post-order scheduler (``HloComputation::MakeInstructionPostOrder``): DFS
     post-order from each sink (op-index order), operands visited in input order."""
-    s = _structure(graph)
+    s = op_structure(graph)
     return _dfs_post_order(s.sinks, s.operands)
 
 
@@ -100,7 +103,7 @@ def dfs_schedule(graph: Graph) -> np.ndarray:
     increasing op index (XLA: increasing name) — the order XLA's comment states. Temporary
     memory is not used (XLA sums only the defined buffers).
     """
-    s = _structure(graph)
+    s = op_structure(graph)
     n, out_bytes = graph.num_ops, _output_bytes(graph).tolist()
     extra, total, cumulative = [0] * n, [0.0] * n, 0.0
     for j in _dfs_post_order(s.sinks, s.operands).tolist():
@@ -122,7 +125,7 @@ def list_schedule(graph: Graph) -> np.ndarray:
     a tensor they read drops to one unscheduled reader. Exact ties go to the smaller op index
     (XLA's multimap picks the most recently inserted entry instead).
     """
-    s = _structure(graph)
+    s = op_structure(graph)
     size = graph.tensor_size.tolist()
     alloc = (_output_bytes(graph) + graph.temporary_memory).tolist()
     remaining = [len(r) for r in s.readers]
@@ -211,7 +214,7 @@ def kl_partition(graph: Graph, num_devices: int, *, seed: int = 0, imbalance: fl
     rng = np.random.default_rng(seed)
     position = np.empty(graph.num_ops, np.int64)
     position[topological_order(graph)] = np.arange(graph.num_ops)
-    s = _structure(graph)
+    s = op_structure(graph)
     nets = [(sorted({int(graph.tensor_producer[t])} | set(r)), float(graph.tensor_size[t]))
             for t, r in enumerate(s.readers) if r and graph.tensor_size[t] > 0]
     placement = np.zeros(graph.num_ops, np.int64)
@@ -329,7 +332,8 @@ def gp_dfs(graph: Graph, num_devices: int, *, seed: int = 0) -> tuple[np.ndarray
 Heuristic = Callable[[Graph, int, int], tuple[np.ndarray, np.ndarray]]
 
 
-def _single_device(schedule: Callable[[Graph], np.ndarray]) -> Heuristic:
+def single_device(schedule: Callable[[Graph], np.ndarray]) -> Heuristic:
+    """A heuristic runner that puts every op on device 0 and orders them by ``schedule``."""
     def run(graph: Graph, num_devices: int = 1, seed: int = 0):
         return schedule(graph), np.zeros(graph.num_ops, np.int64)
 
@@ -338,10 +342,10 @@ def _single_device(schedule: Callable[[Graph], np.ndarray]) -> Heuristic:
 
 
 HEURISTICS: dict[str, Heuristic] = {
-    "xla_list": _single_device(list_schedule),
-    "xla_dfs": _single_device(dfs_schedule),
-    "xla_postorder": _single_device(post_order_schedule),
-    "xla_default": _single_device(default_schedule),
+    "xla_list": single_device(list_schedule),
+    "xla_dfs": single_device(dfs_schedule),
+    "xla_postorder": single_device(post_order_schedule),
+    "xla_default": single_device(default_schedule),
     "gp_dfs": lambda graph, num_devices, seed=0: gp_dfs(graph, num_devices, seed=seed),
 }
 """Baselines by name: ``(graph, num_devices, seed) -> (op_order [N], placement [N])``."""

@@ -21,15 +21,15 @@ import collections
 
 import numpy as np
 
-from gsched.baselines.heuristics import _single_device, _structure
-from gsched.cost_model import evaluate_order
-from gsched.graph import Graph
+from gsched.baselines.heuristics import single_device, op_structure
+from gsched.core.graph import Graph
+from gsched.costmodel.host import evaluate_order
 
 NUM_RANDOM_ORDERS = 100  # the paper's "best of 100 random topological orders"
 
 
 def _kahn(graph: Graph, depth_first: bool) -> np.ndarray:
-    s = _structure(graph)
+    s = op_structure(graph)
     pending = [len(ops) for ops in s.operands]
     ready = collections.deque(j for j in range(graph.num_ops) if not pending[j])
     order = []
@@ -87,7 +87,7 @@ def best_random_order(graph: Graph, num_orders: int = NUM_RANDOM_ORDERS,
     return orders[best], peaks[best]
 
 
-def runner(name: str):
+def build(name: str):
     """A ``heuristic`` runner for the method registry, every op on device 0:
     ``"dfs_order"``, ``"bfs_order"`` or ``"random_orders"`` (:func:`best_random_order` of
     ``NUM_RANDOM_ORDERS`` orders drawn from the seed)."""
@@ -96,4 +96,4 @@ def runner(name: str):
             return best_random_order(graph, seed=seed)[0], np.zeros(graph.num_ops, np.int64)
 
         return run
-    return _single_device({"dfs_order": dfs_order, "bfs_order": bfs_order}[name])
+    return single_device({"dfs_order": dfs_order, "bfs_order": bfs_order}[name])

@@ -1,5 +1,6 @@
 """Graph files: CostGraphDef text (``.pbtxt``, ``.pbtx``, ``.txt``), networkx node-link JSON
-(``.json``) and the native dataset format (``.npz``), chosen by extension.
+(``.json``: the Checkmate, layered and gsched flavours) and the native dataset format
+(``.npz``), chosen by extension.
 
 A file with another extension is sniffed: a zip archive is native, text starting with ``{`` is
 node-link JSON, anything else is tried as CostGraphDef text.
@@ -11,11 +12,11 @@ import os
 from collections.abc import Iterable
 from pathlib import Path
 
+from gsched.core.graph import Graph, GraphError
 from gsched.formats._common import FormatError
 from gsched.formats.native import FORMAT_VERSION, load_dataset, save_dataset
 from gsched.formats.nodelink import read_nodelink, write_nodelink
 from gsched.formats.pbtxt import parse_text, read_pbtxt, write_pbtxt
-from gsched.graph import Graph, GraphError
 
 __all__ = [
     "EXTENSIONS", "FORMAT_VERSION", "FormatError", "load_dataset", "load_graph", "load_graphs",
@@ -71,7 +72,9 @@ def load_graph(path: str | os.PathLike) -> Graph:
 
 
 def save_graph(graph: Graph, path: str | os.PathLike) -> None:
-    """Writes ``graph`` in the format of ``path``'s extension (``.npz``: a dataset of one)."""
+    """Writes ``graph`` in the format of ``path``'s extension (``.npz``: a dataset of one;
+    ``.json``: the Checkmate node-link flavour when it holds the graph exactly, else the
+    gsched flavour, see :mod:`gsched.formats.nodelink`)."""
     path = Path(path)
     kind = EXTENSIONS.get(path.suffix.lower())
     if kind is None:
@@ -80,7 +83,8 @@ def save_graph(graph: Graph, path: str | os.PathLike) -> None:
     if kind == "native":
         save_dataset([graph], path)
     else:
-        path.write_text(write_pbtxt(graph) if kind == "pbtxt" else write_nodelink(graph))
+        path.write_text(write_pbtxt(graph) if kind == "pbtxt"
+                        else write_nodelink(graph, flavour="auto"))
 
 
 def load_graphs(paths: str | os.PathLike | Iterable[str | os.PathLike]

@@ -1,10 +1,14 @@
 """The native dataset format: many graphs in one ``.npz`` (no pickle).
 
-Every :class:`~gsched.graph.Graph` array field is stored once for all graphs, concatenated,
+Every :class:`~gsched.core.graph.Graph` array field is stored once for all graphs, concatenated,
 with graph-local indices; ``op_offsets``, ``tensor_offsets`` and ``edge_offsets`` (``[G+1]``,
 CSR style) say where each graph's ops, tensors and consumer relations start. Graph names, op
-names and op types are one UTF-8 JSON object in the uint8 array ``strings``. The array
-``format_version`` holds :data:`FORMAT_VERSION`.
+names, op types and op scopes are one UTF-8 JSON object in the uint8 array ``strings``. The
+array ``format_version`` holds :data:`FORMAT_VERSION`.
+
+Fields added after version 1 are optional, so older files still load: ``is_input`` (program
+inputs; absent = all False), ``op_flops`` (absent = all 0) and the ``op_scopes`` strings
+(absent = all ``""``).
 """
 
 from __future__ import annotations
@@ -17,8 +21,8 @@ from collections.abc import Sequence
 
 import numpy as np
 
+from gsched.core.graph import Graph, GraphError
 from gsched.formats._common import FormatError
-from gsched.graph import Graph, GraphError
 
 FORMAT_VERSION = 1
 
@@ -33,7 +37,11 @@ _FIELDS = {
     "tensor_port": (np.int32, "tensor"),
     "edge_tensor": (np.int32, "edge"),
     "edge_consumer": (np.int32, "edge"),
+    "is_input": (np.bool_, "op"),
+    "op_flops": (np.float64, "op"),
 }
+# Absent in files written before these fields existed: all False / all 0.
+_OPTIONAL = {"is_input": np.bool_, "op_flops": np.float64}
 _LOADED_DTYPE = {np.int32: np.int64}
 _GROUPS = {"op": "num_ops", "tensor": "num_tensors", "edge": "num_edges"}
 
@@ -48,7 +56,8 @@ def save_dataset(graphs: Sequence[Graph], path: str | os.PathLike) -> None:
         arrays[field] = np.concatenate(parts).astype(dtype) if parts else np.zeros(0, dtype)
     strings = {"names": [g.name for g in graphs],
                "op_names": [s for g in graphs for s in g.op_names],
-               "op_types": [s for g in graphs for s in g.op_types]}
+               "op_types": [s for g in graphs for s in g.op_types],
+               "op_scopes": [s for g in graphs for s in g.op_scopes]}
     arrays["strings"] = np.frombuffer(json.dumps(strings).encode(), np.uint8)
     arrays["format_version"] = np.int64(FORMAT_VERSION)
     with open(path, "wb") as f:
@@ -88,7 +97,8 @@ def load_dataset(path: str | os.PathLike) -> list[Graph]:
             graphs.append(Graph(
                 **{field: columns[field][span[group]] for field, (_, group) in _FIELDS.items()},
                 op_names=tuple(strings["op_names"][span["op"]]),
-                op_types=tuple(strings["op_types"][span["op"]]), name=name))
+                op_types=tuple(strings["op_types"][span["op"]]),
+                op_scopes=tuple(strings["op_scopes"][span["op"]]), name=name))
         except GraphError as err:
             raise FormatError(f"{path}: graph {i} ({name!r}): {err}") from err
     return graphs
@@ -96,10 +106,16 @@ def load_dataset(path: str | os.PathLike) -> list[Graph]:
 
 def _unpack(arrays: dict) -> tuple[dict, dict, dict]:
     """Checks shapes and offsets; returns (columns, offset lists, strings)."""
-    missing = sorted({*_FIELDS, *(f"{g}_offsets" for g in _GROUPS), "strings"} - set(arrays))
+    missing = sorted({*_FIELDS, *(f"{g}_offsets" for g in _GROUPS), "strings"} - set(arrays)
+                     - set(_OPTIONAL))
     if missing:
         raise KeyError(f"missing arrays {missing}")
+    for field, dtype in _OPTIONAL.items():
+        if field not in arrays:
+            arrays = {**arrays, field: np.zeros(arrays["compute_cost"].shape, dtype)}
     strings = json.loads(arrays["strings"].tobytes().decode())
+    if "op_scopes" not in strings:
+        strings["op_scopes"] = [""] * len(strings["op_names"])
     names = strings["names"]
     columns = {field: arrays[field].astype(_LOADED_DTYPE.get(dtype, dtype), casting="same_kind")
                for field, (dtype, _) in _FIELDS.items()}
@@ -108,7 +124,8 @@ def _unpack(arrays: dict) -> tuple[dict, dict, dict]:
         o = arrays[f"{group}_offsets"]
         lengths = {columns[f].shape for f, (_, g) in _FIELDS.items() if g == group}
         if group == "op":
-            lengths |= {(len(strings["op_names"]),), (len(strings["op_types"]),)}
+            lengths |= {(len(strings["op_names"]),), (len(strings["op_types"]),),
+                        (len(strings["op_scopes"]),)}
         if (o.shape != (len(names) + 1,) or o.dtype.kind not in "iu" or o[0] != 0
                 or (np.diff(o) < 0).any() or lengths != {(int(o[-1]),)}):
             raise ValueError(f"inconsistent {group}_offsets")

@@ -2,7 +2,7 @@
 TensorFlow or protobuf.
 
 :func:`parse_text` is a small generic protobuf text-format parser; :func:`read_pbtxt` maps its
-result onto a :class:`~gsched.graph.Graph`. Conventions beyond SPEC §1.1:
+result onto a :class:`~gsched.core.graph.Graph`. Conventions beyond SPEC §1.1:
 
 - absent integer fields are 0, as in proto3 (a node without ``id`` has id 0, an ``input_info``
   without ``preceding_port`` reads port 0); unknown fields are ignored;
@@ -20,8 +20,8 @@ import re
 
 import numpy as np
 
+from gsched.core.graph import Graph, make_graph
 from gsched.formats._common import FormatError, as_number
-from gsched.graph import Graph, make_graph
 
 _TOKEN = re.compile(r"""
     (?P<newline>\n)
@@ -234,7 +234,7 @@ def read_pbtxt(text: str, name: str = "") -> Graph:
     """Reads a ``CostGraphDef`` in text format (SPEC §1.1) into a validated graph.
 
     Raises :class:`FormatError` (syntax error with line number, missing node id or port,
-    duplicate id, no ``node``) or :class:`~gsched.graph.GraphError` (cycle, bad size or cost).
+    duplicate id, no ``node``) or :class:`~gsched.core.graph.GraphError` (cycle, bad size or cost).
     """
     nodes = [_node(_check(v, (list,), "a message", f, ln), ln)
              for f, v, ln in parse_text(text) if f == "node"]
@@ -336,6 +336,10 @@ def _check_writable(graph: Graph) -> None:
 
     if np.unique(graph.op_ids).size != graph.num_ops:
         fail("op ids are not unique")
+    if graph.has_inputs:
+        fail("CostGraphDef has no program inputs (SPEC §1); use node-link JSON or .npz")
+    if any(graph.op_scopes) or graph.op_flops.any():
+        fail("CostGraphDef has no op scopes or flops; use node-link JSON or .npz")
     control = graph.tensor_is_control
     n_data = int(np.count_nonzero(~control))
     if control[:n_data].any():

@@ -7,7 +7,12 @@
   REGAL A.1 datasets (:mod:`gsched.generators.datasets`).
 """
 
-from gsched.generators.datasets import augment, dedup, split_by_topology, synthetic_dataset
+from gsched.generators.datasets import (
+    augment,
+    dedup,
+    split_by_topology,
+    synthetic_dataset,
+)
 from gsched.generators.layered import MOCCASIN_COSTS, as_rng, layered_graph
 from gsched.generators.random_graphs import RandomGraphParams, random_computation_graph
 

@@ -16,9 +16,9 @@ from __future__ import annotations
 
 import numpy as np
 
+from gsched.core.graph import Graph
 from gsched.generators.layered import as_rng, layered_graph
 from gsched.generators.random_graphs import random_computation_graph
-from gsched.graph import Graph
 
 _ROLES = (0, 0, 0, 1, 2)  # train, train, train, valid, test
 

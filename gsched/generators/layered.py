@@ -65,7 +65,7 @@ import math
 
 import numpy as np
 
-from gsched.graph import Graph, make_graph
+from gsched.core.graph import Graph, make_graph
 
 GMM_WEIGHTS = (0.3, 0.3, 0.3, 0.1)
 GMM_MEANS = (0.5, 1.0, 3.0, 5.0)

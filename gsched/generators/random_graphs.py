@@ -21,8 +21,8 @@ import math
 
 import numpy as np
 
+from gsched.core.graph import Graph, make_graph
 from gsched.generators.layered import as_rng
-from gsched.graph import Graph, make_graph
 
 
 @dataclasses.dataclass(frozen=True)

@@ -1,0 +1,185 @@
+"""Device-side padded graphs: fixed-size arrays with ``*_mask`` fields, padded to size buckets.
+
+A :class:`PaddedGraph` is a pytree of arrays whose shapes are a :class:`Bucket`; every jitted
+entry point compiles once per bucket (and number of devices). Padding is inert: padded ops are
+never scheduled, padded tensors and edges are masked out of every sum and maximum, so the same
+graph padded into a larger bucket gives identical results.
+
+Besides the graph itself the padded form carries the CSR lists the scheduler walks when an
+item finishes (see ``gsched.costmodel.schedule``): for op ``p`` its distinct consumer ops (one per
+(p, c) pair, however many tensors of ``p`` that ``c`` reads) and its output tensors (each
+standing for the transfers ``X(t, ·)`` it may need); for tensor ``t`` its consumer ops.
+"""
+
+from __future__ import annotations
+
+from typing import NamedTuple, Sequence
+
+import jax
+import numpy as np
+
+from gsched.core.graph import Graph
+
+
+class Bucket(NamedTuple):
+    """Padded sizes: ops, tensors, consumer relations (edges)."""
+
+    num_ops: int
+    num_tensors: int
+    num_edges: int
+
+    def chromosome_length(self, num_devices: int) -> int:
+        """Padded SPEC §2 layout: ``N·D + N + T·D`` with the bucket's sizes."""
+        return self.num_ops * (num_devices + 1) + self.num_tensors * num_devices
+
+
+class PaddedGraph(NamedTuple):
+    """A graph padded to a :class:`Bucket` (``N`` ops, ``T`` tensors, ``E`` edges).
+
+    A leading batch axis is allowed everywhere. Ranges ``[start, end)`` index the array named
+    in the comment; padded ops and tensors have empty ranges.
+    """
+
+    op_mask: np.ndarray  # [N] bool
+    compute_cost: np.ndarray  # [N] float32
+    temporary_memory: np.ndarray  # [N] float32
+    tensor_mask: np.ndarray  # [T] bool
+    tensor_producer: np.ndarray  # [T] int32 (0 for padding)
+    tensor_size: np.ndarray  # [T] float32
+    tensor_is_control: np.ndarray  # [T] bool
+    edge_mask: np.ndarray  # [E] bool
+    edge_tensor: np.ndarray  # [E] int32 (0 for padding)
+    edge_consumer: np.ndarray  # [E] int32 (0 for padding)
+    pair_mask: np.ndarray  # [E] bool: distinct (producer, consumer) op pairs, by producer
+    pair_producer: np.ndarray  # [E] int32
+    pair_consumer: np.ndarray  # [E] int32
+    op_pair_start: np.ndarray  # [N] int32 → pair_*
+    op_pair_end: np.ndarray  # [N] int32
+    tensor_by_producer: np.ndarray  # [T] int32 tensor ids sorted by producer
+    op_tensor_start: np.ndarray  # [N] int32 → tensor_by_producer
+    op_tensor_end: np.ndarray  # [N] int32
+    consumer_by_tensor: np.ndarray  # [E] int32 consumer ops sorted by tensor
+    tensor_consumer_start: np.ndarray  # [T] int32 → consumer_by_tensor
+    tensor_consumer_end: np.ndarray  # [T] int32
+    op_is_input: np.ndarray  # [N] bool program inputs (SPEC §1; False for padding)
+
+    @property
+    def bucket(self) -> Bucket:
+        return Bucket(self.op_mask.shape[-1], self.tensor_mask.shape[-1],
+                      self.edge_mask.shape[-1])
+
+
+def next_pow2(x: int, minimum: int = 1) -> int:
+    """The smallest power of two ≥ ``x`` and ≥ ``minimum``."""
+    return max(minimum, 1 << max(0, int(x) - 1).bit_length())
+
+
+def bucket_for(graphs: Graph | Sequence[Graph], minimum: int = 8) -> Bucket:
+    """The smallest power-of-two bucket (each size ≥ ``minimum``) that holds every graph."""
+    graphs = [graphs] if isinstance(graphs, Graph) else list(graphs)
+    return Bucket(
+        next_pow2(max(g.num_ops for g in graphs), minimum),
+        next_pow2(max(g.num_tensors for g in graphs), minimum),
+        next_pow2(max(g.num_edges for g in graphs), minimum),
+    )
+
+
+def _check_fits(graph: Graph, bucket: Bucket) -> None:
+    for what, have, room in (("ops", graph.num_ops, bucket.num_ops),
+                             ("tensors", graph.num_tensors, bucket.num_tensors),
+                             ("consumer relations", graph.num_edges, bucket.num_edges)):
+        if have > room:
+            raise ValueError(f"graph {graph.name!r} has {have} {what}, more than the padding "
+                             f"bucket's {room}; use a larger bucket (gsched.bucket_for)")
+
+
+FLOAT32_LIMIT = 1e30  # totals beyond this would overflow the cost model's float32 sums
+
+
+def _check_float32_range(graph: Graph) -> None:
+    totals = {"total tensor size plus temporary memory":
+              graph.tensor_size.sum() + graph.temporary_memory.max(initial=0.0),
+              "total compute cost": graph.compute_cost.sum()}
+    for what, total in totals.items():
+        if total > FLOAT32_LIMIT:
+            raise ValueError(f"graph {graph.name!r}: {what} is {total:.3g}, beyond what the "
+                             f"float32 cost model supports ({FLOAT32_LIMIT:.0e}); rescale units")
+
+
+def _padded(values: np.ndarray, size: int, dtype) -> np.ndarray:
+    out = np.zeros(size, dtype)
+    out[: values.shape[0]] = values
+    return out
+
+
+def _ranges(owner: np.ndarray, size: int) -> tuple[np.ndarray, np.ndarray]:
+    """``[start, end)`` of each owner's run in ``owner`` sorted (stably) by owner."""
+    counts = np.bincount(owner, minlength=size)
+    end = np.cumsum(counts)
+    return (end - counts).astype(np.int32), end.astype(np.int32)
+
+
+def pad_graph(graph: Graph, bucket: Bucket | None = None) -> PaddedGraph:
+    """Pads ``graph`` into ``bucket`` (default: :func:`bucket_for`). Raises if it does not fit."""
+    bucket = bucket or bucket_for(graph)
+    _check_fits(graph, bucket)
+    _check_float32_range(graph)
+    n, t, e = graph.num_ops, graph.num_tensors, graph.num_edges
+    nb, tb, eb = bucket
+
+    producer = graph.tensor_producer
+    pair_keys = np.unique(producer[graph.edge_tensor] * n + graph.edge_consumer)
+    pair_producer, pair_consumer = pair_keys // max(n, 1), pair_keys % max(n, 1)
+    pair_start, pair_end = _ranges(pair_producer, nb)
+    tensor_by_producer = np.argsort(producer, kind="stable")
+    tensor_start, tensor_end = _ranges(producer, nb)
+    by_tensor = np.argsort(graph.edge_tensor, kind="stable")
+    consumer_start, consumer_end = _ranges(graph.edge_tensor, tb)
+
+    return PaddedGraph(
+        op_mask=_padded(np.ones(n, bool), nb, bool),
+        compute_cost=_padded(graph.compute_cost, nb, np.float32),
+        temporary_memory=_padded(graph.temporary_memory, nb, np.float32),
+        tensor_mask=_padded(np.ones(t, bool), tb, bool),
+        tensor_producer=_padded(producer, tb, np.int32),
+        tensor_size=_padded(graph.tensor_size, tb, np.float32),
+        tensor_is_control=_padded(graph.tensor_is_control, tb, bool),
+        edge_mask=_padded(np.ones(e, bool), eb, bool),
+        edge_tensor=_padded(graph.edge_tensor, eb, np.int32),
+        edge_consumer=_padded(graph.edge_consumer, eb, np.int32),
+        pair_mask=_padded(np.ones(len(pair_keys), bool), eb, bool),
+        pair_producer=_padded(pair_producer, eb, np.int32),
+        pair_consumer=_padded(pair_consumer, eb, np.int32),
+        op_pair_start=pair_start,
+        op_pair_end=pair_end,
+        tensor_by_producer=_padded(tensor_by_producer, tb, np.int32),
+        op_tensor_start=tensor_start,
+        op_tensor_end=tensor_end,
+        consumer_by_tensor=_padded(graph.edge_consumer[by_tensor], eb, np.int32),
+        tensor_consumer_start=consumer_start,
+        tensor_consumer_end=consumer_end,
+        op_is_input=_padded(graph.is_input, nb, bool),
+    )
+
+
+def batch_graphs(graphs: Sequence[Graph], bucket: Bucket | None = None) -> PaddedGraph:
+    """Pads graphs of different sizes into one bucket and stacks them: leading axis ``[B]``."""
+    bucket = bucket or bucket_for(graphs)
+    padded = [pad_graph(g, bucket) for g in graphs]
+    return jax.tree.map(lambda *xs: np.stack(xs), *padded)
+
+
+def pad_keys(keys: np.ndarray, graph: Graph, bucket: Bucket, num_devices: int) -> np.ndarray:
+    """Places a real chromosome (SPEC §2 layout, ``[..., N·D + N + T·D]``) into the padded
+    layout of ``bucket``; padding genes are 0."""
+    keys = np.asarray(keys, np.float32)
+    n, t, d = graph.num_ops, graph.num_tensors, num_devices
+    nb, tb = bucket.num_ops, bucket.num_tensors
+    lead = keys.shape[:-1]
+    aff = np.zeros(lead + (nb, d), np.float32)
+    prio = np.zeros(lead + (nb,), np.float32)
+    xfer = np.zeros(lead + (tb, d), np.float32)
+    aff[..., :n, :] = keys[..., : n * d].reshape(lead + (n, d))
+    prio[..., :n] = keys[..., n * d: n * d + n]
+    xfer[..., :t, :] = keys[..., n * d + n:].reshape(lead + (t, d))
+    return np.concatenate([aff.reshape(lead + (-1,)), prio, xfer.reshape(lead + (-1,))], -1)

@@ -1,0 +1,190 @@
+"""The cost model: chromosome → placement, schedule, peak memory and runtime (SPEC §2–§4).
+
+``evaluate`` is pure and written for one chromosome on one padded graph; ``evaluate_population``
+and ``evaluate_batch`` are its ``vmap``s. ``score`` turns an evaluation into the scalar an
+optimizer minimizes. Host-side wrappers live in :mod:`gsched.costmodel.host`.
+"""
+
+from __future__ import annotations
+
+import functools
+from typing import NamedTuple
+
+import jax
+import jax.numpy as jnp
+
+from gsched.core.padding import PaddedGraph
+from gsched.costmodel.memory import peak_memory
+from gsched.costmodel.params import OBJECTIVES, CostParams, Objective
+from gsched.costmodel.schedule import (
+    decode_placement,
+    schedule_init,
+    schedule_result,
+    schedule_step,
+)
+
+
+class Evaluation(NamedTuple):
+    """Everything the cost model says about one chromosome (padded shapes)."""
+
+    placement: jnp.ndarray  # [N] int32 device per op
+    order: jnp.ndarray  # [V] int32 item per step (−1 after the last); see ``item_to_tuple``
+    num_steps: jnp.ndarray  # [] int32
+    device_peaks: jnp.ndarray  # [D] float32
+    peak_memory: jnp.ndarray  # [] float32
+    runtime: jnp.ndarray  # [] float32
+    feasible: jnp.ndarray  # [] bool: every device peak ≤ capacity
+    excess: jnp.ndarray  # [] float32: Σ_d max(0, peak_d − capacity)
+    runtime_bound: jnp.ndarray  # [] float32: an upper bound on any schedule's runtime
+
+
+def _lift(fn, graph_batched: tuple[bool, ...]):
+    """vmaps ``fn(graph, pinned, params, x)`` over leading axes of ``x``; at each level the
+    graph (and ``pinned``) is batched too when ``graph_batched`` says so (outermost first)."""
+    for batched in reversed(graph_batched):
+        axis = 0 if batched else None
+        fn = jax.vmap(fn, in_axes=(axis, axis, None, 0))
+    return fn
+
+
+def _evaluate(graph: PaddedGraph, pinned, params: CostParams, keys: jnp.ndarray,
+              num_devices: int, chunk: int, graph_batched: tuple[bool, ...]) -> Evaluation:
+    """Evaluates ``keys [*batch, L]``. The schedule's ``while_loop`` runs *outside* the vmaps
+    with an unbatched predicate ("any chromosome unfinished"), so the loop state is updated in
+    place instead of being copied by a per-iteration select, as vmap-of-while_loop would do."""
+
+    def init(g, pin, prm, k):
+        k = jnp.asarray(k, jnp.float32)
+        placement = decode_placement(g, k, num_devices, pin)
+        return placement, schedule_init(g, k, placement, prm, num_devices)
+
+    def step(g, pin, prm, tables_and_state):
+        tables, state = tables_and_state
+        return tables, schedule_step(tables, state, num_devices, chunk)
+
+    def finish(g, pin, prm, x):
+        placement, (tables, state) = x
+        schedule = schedule_result(tables, state)
+        memory = peak_memory(g, placement, schedule, prm.capacity, num_devices)
+        return Evaluation(
+            placement=jnp.where(g.op_mask, placement.device, -1),
+            order=schedule.order,
+            num_steps=schedule.num_steps,
+            device_peaks=memory.device_peaks,
+            peak_memory=memory.peak_memory,
+            runtime=schedule.runtime,
+            feasible=memory.feasible,
+            excess=memory.excess,
+            runtime_bound=schedule.runtime_bound,
+        )
+
+    graph, params = jax.tree.map(jnp.asarray, (graph, params))
+    placement, loop = _lift(init, graph_batched)(graph, pinned, params, keys)
+    batched_step = _lift(step, graph_batched)
+    loop = jax.lax.while_loop(lambda x: ~jnp.all(x[1].done),
+                              lambda x: batched_step(graph, pinned, params, x), loop)
+    return _lift(finish, graph_batched)(graph, pinned, params, (placement, loop))
+
+
+def evaluate(graph: PaddedGraph, keys: jnp.ndarray, params: CostParams = CostParams(),
+             *, num_devices: int, pinned: jnp.ndarray | None = None,
+             chunk: int = 8) -> Evaluation:
+    """Decodes and scores one chromosome ``keys`` (``[N·D + N + T·D]``, padded layout).
+
+    Pure and traceable; prefer :func:`evaluate_population` / :func:`evaluate_batch` for many
+    chromosomes (``jax.vmap`` of this function works but copies the loop state every step).
+    """
+    return _evaluate(graph, pinned, params, keys, num_devices, chunk, ())
+
+
+@functools.partial(jax.jit, static_argnames=("num_devices", "chunk"))
+def evaluate_population(graph: PaddedGraph, keys: jnp.ndarray,
+                        params: CostParams = CostParams(), *, num_devices: int,
+                        pinned: jnp.ndarray | None = None, chunk: int = 8) -> Evaluation:
+    """``keys [P, L]`` on one graph → an :class:`Evaluation` with leading axis ``[P]``.
+
+    ``pinned`` (``[N]`` int32, −1 = free) fixes ops to devices.
+    """
+    return _evaluate(graph, pinned, params, keys, num_devices, chunk, (False,))
+
+
+@functools.partial(jax.jit, static_argnames=("num_devices", "chunk"))
+def evaluate_batch(graphs: PaddedGraph, keys: jnp.ndarray, params: CostParams = CostParams(),
+                   *, num_devices: int, pinned: jnp.ndarray | None = None,
+                   chunk: int = 8) -> Evaluation:
+    """``graphs`` with leading axis ``[B]``, ``keys [B, P, L]`` → leading axes ``[B, P]``.
+
+    ``pinned``, if given, is ``[B, N]``.
+    """
+    return _evaluate(graphs, pinned, params, keys, num_devices, chunk, (True, False))
+
+
+@functools.cache
+def _sharded_population_fn(mesh: jax.sharding.Mesh, axis: str, num_devices: int, chunk: int):
+    spec = jax.sharding.PartitionSpec
+
+    def local(graph, keys, params, pinned):
+        return _evaluate(graph, pinned, params, keys, num_devices, chunk, (False,))
+
+    return jax.jit(jax.shard_map(local, mesh=mesh, in_specs=(spec(), spec(axis), spec(), spec()),
+                                 out_specs=spec(axis), check_vma=False))
+
+
+def evaluate_population_sharded(graph: PaddedGraph, keys: jnp.ndarray,
+                                params: CostParams = CostParams(), *, num_devices: int,
+                                mesh: jax.sharding.Mesh, axis: str | None = None,
+                                pinned: jnp.ndarray | None = None,
+                                chunk: int = 8) -> Evaluation:
+    """:func:`evaluate_population` with the population split over ``mesh``'s devices.
+
+    Each device runs its own schedule loop on its share (no per-step communication), so on a
+    CPU with ``--xla_force_host_platform_device_count=<cores>`` every core works on separate
+    chromosomes. ``P`` must be divisible by the mesh size along ``axis`` (default: the mesh's
+    first axis). Compiles once per (mesh, bucket, number of devices).
+    """
+    axis = axis or mesh.axis_names[0]
+    if keys.shape[0] % mesh.shape[axis]:
+        raise ValueError(f"population {keys.shape[0]} is not divisible by the {mesh.shape[axis]} "
+                         f"devices of mesh axis {axis!r}")
+    pinned = jnp.full(graph.op_mask.shape, -1, jnp.int32) if pinned is None else pinned
+    fn = _sharded_population_fn(mesh, axis, num_devices, chunk)
+    return fn(graph, keys, jax.tree.map(jnp.asarray, params), pinned)
+
+
+def score(evaluation: Evaluation, objective: Objective, params: CostParams) -> jnp.ndarray:
+    """The value an optimizer minimizes (float32, any batch shape).
+
+    ``peak_memory``: the peak itself (an infeasible peak exceeds the capacity, so it already
+    ranks after every feasible one). ``runtime``: the runtime when feasible; otherwise
+    ``2·B + 1 + (excess / capacity)·(B + 1)`` with ``B`` the evaluation's runtime bound (≥ any
+    runtime), so every feasible solution scores strictly better than every infeasible one and
+    a smaller excess scores better (SPEC §4; ties possible only through float32 rounding).
+    """
+    if objective == "peak_memory":
+        return evaluation.peak_memory
+    if objective != "runtime":
+        raise ValueError(f"unknown objective {objective!r}; expected one of {OBJECTIVES}")
+    bound = evaluation.runtime_bound
+    ratio = evaluation.excess / jnp.asarray(params.capacity, jnp.float32)
+    penalty = 2.0 * bound + 1.0 + ratio * (bound + 1.0)
+    return jnp.where(evaluation.feasible, evaluation.runtime, penalty)
+
+
+def order_keys(graph: PaddedGraph, op_order: jnp.ndarray, placement: jnp.ndarray,
+               num_devices: int) -> jnp.ndarray:
+    """A chromosome (padded layout) whose decoding gives a chosen placement and op order.
+
+    ``op_order [N]`` lists ops in run order (padded ops anywhere after the real ones),
+    ``placement [N]`` their devices. Op priorities fall with position; each transfer gets a
+    priority just below its producer's, so transfers run as soon as their producer finishes
+    (the convention for scoring explicit orders, e.g. from DP or heuristics). If ``op_order``
+    is a topological order the decoded op order equals it exactly; otherwise it differs
+    (compare with ``Evaluation.order``). Jittable; all priorities are distinct in float32.
+    """
+    n = op_order.shape[0]
+    position = jnp.zeros(n, jnp.int32).at[op_order].set(jnp.arange(n, dtype=jnp.int32))
+    op_priority = (2 * n - 2 * position).astype(jnp.float32) / (2 * n)
+    xfer_priority = (2 * n - 2 * position[graph.tensor_producer] - 1).astype(jnp.float32) / (2 * n)
+    affinity = jax.nn.one_hot(placement, num_devices, dtype=jnp.float32)
+    return jnp.concatenate([affinity.reshape(-1), op_priority,
+                            jnp.repeat(xfer_priority, num_devices)])

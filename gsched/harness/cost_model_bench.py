@@ -1,0 +1,438 @@
+"""Cost-model throughput benchmark (``make bench``).
+
+Measures evaluations per second of :func:`gsched.costmodel.evaluate.evaluate_population` on REGAL-style
+random graphs (:func:`gsched.generators.random_computation_graph`, fixed seed) of several sizes
+and device counts ``D``, with compile time reported apart from steady-state time, plus
+
+* one row for a batch of several different graphs through :func:`evaluate_batch`;
+* one row with the population split over all host devices
+  (:func:`evaluate_population_sharded`; the benchmark process asks XLA for one CPU device per
+  core before JAX starts, so every core runs its own schedule loop);
+* a sweep of the ``chunk`` static argument and of the population size on the reference size
+  (500 ops, D = 2 by default);
+* the scaling check: time per evaluation divided by ``N·log₂N``, relative to the reference
+  size (≈ 1 or below means growth no worse than ``N log N``).
+
+Results are written as a Markdown section of ``docs/benchmarks.md`` (created, or replaced if
+a section with the same title exists; other sections are kept, so CPU and GPU results recorded
+on different machines live side by side; :mod:`gsched.harness.benchmarks`). Run from the
+repository root::
+
+    python -m eval.bench_cost_model                      # full run on the default backend
+    python -m eval.bench_cost_model --quick --output /tmp/x.md   # smoke run, < 1 minute
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import math
+import resource
+import statistics
+import sys
+import time
+from pathlib import Path
+from typing import Sequence
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from gsched.core.graph import Graph
+from gsched.core.padding import PaddedGraph, batch_graphs, bucket_for, pad_graph
+from gsched.costmodel.evaluate import (
+    evaluate_batch,
+    evaluate_population,
+    evaluate_population_sharded,
+)
+from gsched.costmodel.params import check_cost_params
+from gsched.generators import random_computation_graph
+from gsched.harness.benchmarks import (
+    DEFAULT_OUTPUT,
+    one_device_per_core,
+    parse_int_list,
+    section_header,
+    write_section,
+)
+from gsched.infra.progress import log
+
+DEFAULT_SIZES = (100, 500, 2000, 10_000)
+DEFAULT_DEVICES = (1, 2, 4)
+DEFAULT_CHUNKS = (4, 8, 16)
+DEFAULT_CHUNK = 8  # evaluate_population's default
+REFERENCE_SIZE, REFERENCE_DEVICES = 500, 2
+QUICK = dict(sizes=(20, 50), devices=(1, 2), population=16, repeats=2, chunks=(DEFAULT_CHUNK,),
+             sweep_populations=(), batch_graphs=2)
+GRAPH_SEED = 0
+# Transfers cost something, so D > 1 exercises the whole model: ~1.1 time units for a median
+# (16 KiB) tensor, against compute costs of LogNormal(0, 1) units.
+LATENCY, BANDWIDTH = 0.1, 16384.0
+
+
+def default_population(num_ops: int, backend: str) -> int:
+    """Population per call: ~0.3–1 s per call on a 2-core CPU, enough parallel work on a GPU."""
+    table = ((100, 1024), (500, 512), (2000, 256), (math.inf, 32)) if backend == "cpu" else \
+        ((100, 65536), (500, 16384), (2000, 4096), (math.inf, 512))
+    return next(p for limit, p in table if num_ops <= limit)
+
+
+@dataclasses.dataclass(frozen=True)
+class Config:
+    """One measurement: ``batch`` graphs of ``num_ops`` ops (0 = one graph through
+    ``evaluate_population``), ``population`` chromosomes per graph."""
+
+    num_ops: int
+    num_devices: int
+    population: int
+    chunk: int = DEFAULT_CHUNK
+    batch: int = 0
+    sharded: bool = False  # population split over every device (evaluate_population_sharded)
+
+    @property
+    def evaluations(self) -> int:
+        return self.population * max(self.batch, 1)
+
+    def describe(self) -> str:
+        graphs = f"{self.batch}×{self.num_ops}-op graphs" if self.batch else \
+            f"{self.num_ops}-op graph"
+        return (f"{graphs}, D={self.num_devices}, P={self.population}"
+                f"{' per graph' if self.batch else ''}, chunk={self.chunk}"
+                f"{f', sharded over {len(jax.devices())} devices' if self.sharded else ''}")
+
+
+@dataclasses.dataclass
+class Result:
+    config: Config
+    bucket: tuple[int, int, int]
+    first_call_s: float  # first call: trace + compile + one run
+    call_times_s: list[float]  # steady-state calls
+    temp_bytes: int | None  # XLA's temporary buffers of the compiled function
+
+    @property
+    def median_s(self) -> float:
+        return statistics.median(self.call_times_s)
+
+    @property
+    def compile_s(self) -> float:
+        return max(self.first_call_s - self.median_s, 0.0)
+
+    @property
+    def evals_per_s(self) -> float:
+        return self.config.evaluations / self.median_s
+
+    @property
+    def us_per_eval(self) -> float:
+        return 1e6 * self.median_s / self.config.evaluations
+
+
+# ------------------------------------------------------------------------------ measuring
+
+class _Graphs:
+    """Generates and pads graphs once; device arrays are reused by every config."""
+
+    def __init__(self):
+        self._host: dict[tuple[int, int], Graph] = {}
+        self._device: dict[tuple[int, int], PaddedGraph] = {}
+
+    def graph(self, num_ops: int, seed: int) -> Graph:
+        key = (num_ops, seed)
+        if key not in self._host:
+            self._host[key] = random_computation_graph(num_ops, seed)
+        return self._host[key]
+
+    def padded(self, num_ops: int, batch: int) -> PaddedGraph:
+        key = (num_ops, batch)
+        if key not in self._device:
+            if batch:
+                graphs = [self.graph(num_ops, GRAPH_SEED + i) for i in range(batch)]
+                padded = batch_graphs(graphs, bucket_for(graphs))
+            else:
+                padded = pad_graph(self.graph(num_ops, GRAPH_SEED))
+            self._device[key] = jax.device_put(padded)
+        return self._device[key]
+
+
+def _temp_bytes(fn, *args, **kwargs) -> int | None:
+    """XLA's temporary-buffer size of an already compiled jit (served from jit's cache)."""
+    try:
+        stats = fn.lower(*args, **kwargs).compile().memory_analysis()
+        return None if stats is None else int(stats.temp_size_in_bytes)
+    except Exception:  # memory analysis is optional and backend-dependent
+        return None
+
+
+def measure(config: Config, graphs: _Graphs, repeats: int, key: jnp.ndarray) -> Result:
+    """Compiles (timed: the first call) and times ``repeats`` steady-state calls after one
+    warm-up call, all on the same jitted function (compiled once per bucket and config)."""
+    padded = graphs.padded(config.num_ops, config.batch)
+    bucket = padded.bucket
+    shape = ((config.batch,) if config.batch else ()) + \
+        (config.population, bucket.chromosome_length(config.num_devices))
+    keys = jax.block_until_ready(jax.random.uniform(key, shape, jnp.float32))
+    params = check_cost_params(LATENCY, BANDWIDTH)
+    fn = evaluate_batch if config.batch else evaluate_population
+    static = dict(num_devices=config.num_devices, chunk=config.chunk)
+    if config.sharded:
+        fn = evaluate_population_sharded
+        static["mesh"] = jax.sharding.Mesh(np.array(jax.devices()), ("population",))
+
+    start = time.perf_counter()
+    out = jax.block_until_ready(fn(padded, keys, params, **static))
+    first = time.perf_counter() - start
+    runtime = np.asarray(out.runtime)
+    if not np.all(np.isfinite(runtime)) or not np.all(np.asarray(out.num_steps) > 0):
+        raise RuntimeError(f"cost model returned invalid results for {config.describe()}")
+    del out
+    jax.block_until_ready(fn(padded, keys, params, **static))  # warm-up
+    times = []
+    for _ in range(repeats):
+        start = time.perf_counter()
+        jax.block_until_ready(fn(padded, keys, params, **static))
+        times.append(time.perf_counter() - start)
+    return Result(config, tuple(bucket), first, times,
+                  None if config.sharded else _temp_bytes(fn, padded, keys, params, **static))
+
+
+# ------------------------------------------------------------------------------ reporting
+
+def _mib(x: int | None) -> str:
+    return "n/a" if x is None else f"{x / 2**20:,.1f}"
+
+
+def _scaling(result: Result, reference: Result | None) -> str:
+    if reference is None or result.config.num_ops < 2:
+        return "—"
+    def per_nlogn(r):
+        n = r.config.num_ops
+        return r.us_per_eval / (n * math.log2(n))
+    return f"{per_nlogn(result) / per_nlogn(reference):.2f}"
+
+
+def _row(cells: Sequence[str]) -> str:
+    return "| " + " | ".join(cells) + " |"
+
+
+def render(results: dict[Config, Result], main: list[Config], batch: Config | None,
+           sharded: Config | None,
+           chunk_sweep: list[Config], population_sweep: list[Config], reference_size: int,
+           header_lines: list[str], memory_lines: list[str]) -> str:
+    """The Markdown body of the section (without its ``##`` title)."""
+    out = list(header_lines) + [""]
+    out.append(f"Graphs: `random_computation_graph(N, seed={GRAPH_SEED})` padded to power-of-two "
+               f"buckets (ops/tensors/edges); uniform random keys; latency {LATENCY}, bandwidth "
+               f"{BANDWIDTH:g} B/unit, no capacity. Times are the median of the steady-state "
+               "calls (after one warm-up); *compile* = first call − median call. "
+               f"*t/(N log₂N)* is µs per evaluation divided by N·log₂N, relative to the "
+               f"{reference_size}-op row with the same D (≈ 1 or below: no worse than N log N).")
+    out.append("")
+    cols = ["N ops", "bucket N/T/E", "D", "P", "compile s", "ms/call", "evals/s", "µs/eval",
+            f"t/(N log₂N) vs N={reference_size}", "XLA temp MiB"]
+    out += [_row(cols), _row(["---"] * len(cols))]
+    for cfg in main:
+        r = results[cfg]
+        ref_cfg = next((c for c in main if c.num_ops == reference_size
+                        and c.num_devices == cfg.num_devices), None)
+        out.append(_row([
+            f"{cfg.num_ops:,}", "/".join(f"{x:,}" for x in r.bucket), str(cfg.num_devices),
+            f"{cfg.population:,}", f"{r.compile_s:.1f}", f"{1e3 * r.median_s:,.1f}",
+            f"{r.evals_per_s:,.0f}", f"{r.us_per_eval:,.1f}",
+            _scaling(r, results.get(ref_cfg)), _mib(r.temp_bytes)]))
+    exponents = _exponents(results, main, reference_size)
+    if exponents:
+        out += ["", "Empirical growth of time per evaluation, t ∝ N^k fitted from N="
+                f"{reference_size} to the largest size (N log₂N over the same range gives k ≈ "
+                f"{exponents[0][1]:.2f}): " + "; ".join(
+                    f"D={d}: k = {k:.2f}" for d, _, k in exponents) + "."]
+
+    if batch is not None and batch in results:
+        r, single = results[batch], _plain_row(results, main, batch)
+        out += ["", f"**Batch of {batch.batch} different {batch.num_ops}-op graphs** "
+                f"(`evaluate_batch`, seeds {GRAPH_SEED}..{GRAPH_SEED + batch.batch - 1}, "
+                f"D={batch.num_devices}, P={batch.population} per graph, "
+                f"{batch.evaluations:,} evaluations per call, bucket "
+                f"{'/'.join(f'{x:,}' for x in r.bucket)}): {r.evals_per_s:,.0f} evals/s, "
+                f"{r.us_per_eval:,.1f} µs/eval, compile {r.compile_s:.1f} s, XLA temp "
+                f"{_mib(r.temp_bytes)} MiB"
+                + (f" (one graph, same D: {single.evals_per_s:,.0f} evals/s)." if single
+                   else ".")]
+
+    if sharded is not None and sharded in results:
+        r, single = results[sharded], _plain_row(results, main, sharded)
+        out += ["", f"**Population sharded over {len(jax.devices())} host devices** "
+                f"(`evaluate_population_sharded`, {sharded.num_ops}-op graph, "
+                f"D={sharded.num_devices}, P={sharded.population}): "
+                f"{r.evals_per_s:,.0f} evals/s, {r.us_per_eval:,.1f} µs/eval, compile "
+                f"{r.compile_s:.1f} s"
+                + (f" (unsharded, same P: {single.evals_per_s:,.0f} evals/s)." if single
+                   else ".")]
+
+    for title, sweep, what in (("`chunk` sweep", chunk_sweep, "chunk"),
+                               ("Population sweep", population_sweep, "P")):
+        sweep = [c for c in sweep if c in results]
+        if len(sweep) < 2:
+            continue
+        best = max(sweep, key=lambda c: results[c].evals_per_s)
+        c0 = sweep[0]
+        out += ["", f"**{title}** ({c0.num_ops}-op graph, D={c0.num_devices}"
+                + (f", P={c0.population}" if what == "chunk" else f", chunk={c0.chunk}")
+                + f"): fastest {what} = "
+                f"{best.chunk if what == 'chunk' else best.population}.", "",
+                _row([what, "compile s", "ms/call", "evals/s", "µs/eval", "XLA temp MiB"]),
+                _row(["---"] * 6)]
+        for c in sweep:
+            r = results[c]
+            out.append(_row([f"{c.chunk if what == 'chunk' else c.population:,}",
+                             f"{r.compile_s:.1f}", f"{1e3 * r.median_s:,.1f}",
+                             f"{r.evals_per_s:,.0f}", f"{r.us_per_eval:,.1f}",
+                             _mib(r.temp_bytes)]))
+    out += [""] + memory_lines
+    return "\n".join(out).rstrip("\n") + "\n"
+
+
+def _plain_row(results, main, config: Config) -> Result | None:
+    """The main-table result with the same graph size and D as ``config``, if measured."""
+    return next((results[c] for c in main if c.num_ops == config.num_ops
+                 and c.num_devices == config.num_devices), None)
+
+
+def _exponents(results, main, reference_size) -> list[tuple[int, float, float]]:
+    """``(D, k of N log N, fitted k)`` from the reference size to the largest size."""
+    out = []
+    for d in sorted({c.num_devices for c in main}):
+        rows = sorted((c for c in main if c.num_devices == d and c in results),
+                      key=lambda c: c.num_ops)
+        ref = next((c for c in rows if c.num_ops == reference_size), None)
+        if ref is None or rows[-1].num_ops <= reference_size:
+            continue
+        big = rows[-1]
+        ratio = big.num_ops / ref.num_ops
+        nlogn = 1 + math.log(math.log2(big.num_ops) / math.log2(ref.num_ops)) / math.log(ratio)
+        k = math.log(results[big].us_per_eval / results[ref].us_per_eval) / math.log(ratio)
+        out.append((d, nlogn, k))
+    return out
+
+
+# ------------------------------------------------------------------------------ CLI
+
+def parse_args(argv: Sequence[str]) -> argparse.Namespace:
+    p = argparse.ArgumentParser(prog="python -m eval.bench_cost_model",
+                                description=__doc__.split("\n\n")[0])
+    p.add_argument("--sizes", type=parse_int_list,
+                   help="graph sizes in ops (default 100,500,2000,10000)")
+    p.add_argument("--devices", type=parse_int_list, help="numbers of devices D (default 1,2,4)")
+    p.add_argument("--population", type=int,
+                   help="chromosomes per call for every size (default: by size and backend)")
+    p.add_argument("--repeats", type=int, help="timed steady-state calls per config (default 3)")
+    p.add_argument("--chunks", type=parse_int_list,
+                   help="chunk values swept on the reference config (default 4,8,16)")
+    p.add_argument("--sweep-populations", type=parse_int_list,
+                   help="populations swept on the reference config (default P/4, 4·P; "
+                        "'' for none)")
+    p.add_argument("--batch-graphs", type=int,
+                   help="graphs in the evaluate_batch row (default 8; 0 for none)")
+    p.add_argument("--reference-size", type=int, default=REFERENCE_SIZE,
+                   help="size for the scaling column and the sweeps (default 500; the nearest "
+                        "benchmarked size is used if absent)")
+    p.add_argument("--quick", action="store_true",
+                   help="tiny smoke run: sizes 20,50, D 1,2, P 16, 2 repeats, no sweeps")
+    p.add_argument("--output", type=Path, default=DEFAULT_OUTPUT,
+                   help="Markdown file to update (default docs/benchmarks.md)")
+    p.add_argument("--section-title",
+                   help="section to create or replace (default: from backend and device)")
+    args = p.parse_args(list(argv))
+    defaults = QUICK if args.quick else dict(
+        sizes=DEFAULT_SIZES, devices=DEFAULT_DEVICES, population=None, repeats=3,
+        chunks=DEFAULT_CHUNKS, sweep_populations=None, batch_graphs=8)
+    for name, value in defaults.items():
+        if getattr(args, name) is None:
+            setattr(args, name, value)
+    if args.repeats < 1 or (args.population is not None and args.population < 1):
+        p.error("--repeats and --population must be >= 1")
+    if not args.sizes or not args.devices or min(args.sizes + args.devices) < 1:
+        p.error("--sizes and --devices need positive values")
+    return args
+
+
+def main(argv: Sequence[str] | None = None) -> dict[Config, Result]:
+    argv = list(sys.argv[1:] if argv is None else argv)
+    args = parse_args(argv)
+    one_device_per_core()  # for the sharded row (skipped if JAX had already started)
+    backend = jax.default_backend()
+    device_kind = jax.devices()[0].device_kind
+    title = args.section_title or (
+        f"Cost-model throughput — {backend.upper()} ({device_kind})"
+        + (", quick smoke run" if args.quick else ""))
+
+    def population(n: int) -> int:
+        return args.population or default_population(n, backend)
+
+    ref_n = min(args.sizes, key=lambda n: (abs(n - args.reference_size), n))
+    ref_d = REFERENCE_DEVICES if REFERENCE_DEVICES in args.devices else args.devices[0]
+    ref_p = population(ref_n)
+    main_cfgs = [Config(n, d, population(n)) for n in args.sizes for d in args.devices]
+    batch_cfg = None
+    if args.batch_graphs > 0:
+        batch_cfg = Config(ref_n, ref_d, max(1, ref_p // args.batch_graphs),
+                           batch=args.batch_graphs)
+    sharded_cfg = None
+    if len(jax.devices()) > 1 and ref_p % len(jax.devices()) == 0:
+        sharded_cfg = Config(ref_n, ref_d, ref_p, sharded=True)
+    chunk_cfgs = [Config(ref_n, ref_d, ref_p, chunk=c) for c in args.chunks]
+    sweep_ps = args.sweep_populations if args.sweep_populations is not None else \
+        (max(1, ref_p // 4), ref_p, 4 * ref_p)
+    if sweep_ps and ref_p not in sweep_ps:
+        sweep_ps = tuple(sorted(set(sweep_ps) | {ref_p}))
+    pop_cfgs = [Config(ref_n, ref_d, p) for p in sorted(set(sweep_ps))]
+
+    todo = list(dict.fromkeys(main_cfgs + ([batch_cfg] if batch_cfg else [])
+                              + ([sharded_cfg] if sharded_cfg else [])
+                              + chunk_cfgs + pop_cfgs))
+    log(f"[bench] backend {backend} ({device_kind}); {len(todo)} configs; output {args.output}, "
+         f"section '{title}'")
+    header = section_header("eval.bench_cost_model", argv)
+    graphs = _Graphs()
+    base_key = jax.random.key(0)
+    results: dict[Config, Result] = {}
+    start = time.perf_counter()
+    for i, cfg in enumerate(todo):
+        log(f"[bench] [{i + 1}/{len(todo)}] {cfg.describe()}: compiling and timing "
+             f"({args.repeats} repeats)…")
+        t0 = time.perf_counter()
+        r = measure(cfg, graphs, args.repeats, jax.random.fold_in(base_key, i))
+        results[cfg] = r
+        elapsed = time.perf_counter() - start
+        left = len(todo) - i - 1
+        log(f"[bench]     bucket {r.bucket}: compile {r.compile_s:.1f} s, median "
+             f"{1e3 * r.median_s:.1f} ms/call ({', '.join(f'{1e3 * t:.0f}' for t in r.call_times_s)}"
+             f" ms), {r.evals_per_s:,.0f} evals/s, {r.us_per_eval:,.1f} µs/eval, XLA temp "
+             f"{_mib(r.temp_bytes)} MiB; took {time.perf_counter() - t0:.1f} s, elapsed "
+             f"{elapsed:.0f} s" + (f", ~{elapsed / (i + 1) * left:.0f} s left (rough)"
+                                   if left else ""))
+
+    memory = [f"- Process peak RSS: {_rss_mib():,.0f} MiB (whole run)"]
+    stats = _device_memory_stats()
+    if stats:
+        memory.append(f"- Device peak memory in use: {stats} MiB")
+    memory.append(f"- Total benchmark wall time: {time.perf_counter() - start:.0f} s")
+    body = render(results, main_cfgs, batch_cfg, sharded_cfg, chunk_cfgs if len(chunk_cfgs) > 1 else [],
+                  pop_cfgs if len(pop_cfgs) > 1 else [], ref_n, header, memory)
+    write_section(args.output, title, body)
+    log(f"[bench] wrote section '{title}' to {args.output}")
+    print(f"## {title}\n\n{body}")
+    return results
+
+
+def _rss_mib() -> float:
+    rss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    return rss / 2**20 if sys.platform == "darwin" else rss / 2**10  # bytes on macOS, else KiB
+
+
+def _device_memory_stats() -> str | None:
+    try:
+        stats = jax.devices()[0].memory_stats()
+    except Exception:  # not every backend reports memory
+        return None
+    if not stats or "peak_bytes_in_use" not in stats:
+        return None
+    return f"{stats['peak_bytes_in_use'] / 2**20:,.0f}"
+

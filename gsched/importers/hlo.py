@@ -1,0 +1,576 @@
+"""Import a compiled XLA module (HLO text) as a graph, one op per ENTRY instruction.
+
+Input: the text of ``jax.jit(f).lower(*a).compile().as_text()`` or an XLA dump
+(``*.after_optimizations.txt``; unscheduled modules too). Mapping:
+
+* **ops**: one per instruction of the ENTRY computation, in the order of the text — for a
+  scheduled module (``is_scheduled=true``, what ``compile().as_text()`` prints) that is XLA's
+  schedule — except that all ``parameter`` instructions come first, by parameter number: they
+  are the **program inputs** (``is_input``; SPEC §1 schedules them first anyway, and they
+  have no dependencies, so moving them keeps every dependency). ``tuple`` and
+  ``get-tuple-element`` are not ops: tuples are flattened so every tensor is an array (an
+  instruction reading a tuple reads each of its leaves; ``get-tuple-element`` picks one). A
+  ``fusion`` stays one op; so do ``while``, ``conditional`` and ``call``. Constants are
+  ordinary ops without dependencies.
+* **tensors**: one per array leaf of an op's result shape (a tuple-shaped fusion or while
+  makes several), size = elements × itemsize (``pred`` 1 byte, 4-bit types half a byte,
+  tokens 0). ``control-predecessors={...}`` become size-0 control tensors.
+* **op fields**: ``op`` = the opcode (``fusion``, ``dot``, ``while``, ...), ``name`` = the
+  instruction name, ``scope`` = the ``metadata={op_name="..."}`` path without its first
+  component when that is the outer ``jit(...)`` and without its last component (the
+  primitive), e.g. ``jit(f)/layer/dot_general`` → ``layer``; ``op_flops`` from
+  :mod:`gsched.importers.flops` on the instruction — for a fusion, call or async op the sum
+  over its called computation, for ``while`` ``(cond + body) × known_trip_count`` (from the
+  ``backend_config`` XLA writes when it knows the trip count; one trip otherwise), for
+  ``conditional`` the most expensive branch; ``compute_cost = flops / peak_flops``.
+
+**Parsing.** jaxlib's own parser (``hlo_module_from_text``, reached through
+``jax._src.lib.xla_client.hlo``) checks the text first when this jaxlib has it: a syntax error
+becomes an :class:`~gsched.importers.jaxpr.ImporterError` with the line and column it reports.
+Its Python objects expose only instruction names, opcodes and operands — not shapes or
+attributes — so the instruction lines themselves are read by the small reader below (which
+also runs alone, with its own line-numbered errors, where jaxlib has no parser); the set of
+ENTRY instructions both found is cross-checked.
+"""
+
+from __future__ import annotations
+
+import re
+import warnings
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from gsched.core.graph import Graph, make_graph
+from gsched.importers import flops as F
+from gsched.importers.jaxpr import FallbackWarning, ImporterError
+from gsched.importers.presets import preset
+
+ITEMSIZE = {
+    "pred": 1, "s2": 0.25, "u2": 0.25, "s4": 0.5, "u4": 0.5, "s8": 1, "u8": 1, "s16": 2,
+    "u16": 2, "s32": 4, "u32": 4, "s64": 8, "u64": 8, "f16": 2, "bf16": 2, "f32": 4, "f64": 8,
+    "c64": 8, "c128": 16, "f8e5m2": 1, "f8e4m3fn": 1, "f8e4m3b11fnuz": 1, "f8e5m2fnuz": 1,
+    "f8e4m3fnuz": 1, "f8e4m3": 1, "f8e3m4": 1, "f8e8m0fnu": 1, "f4e2m1fn": 0.5, "token": 0,
+    "opaque": 0,
+}
+
+
+@dataclass
+class Instr:
+    """One parsed instruction line."""
+
+    name: str
+    shape: object  # ("array", dtype, dims) or ("tuple", [shapes])
+    opcode: str
+    operands: list[str]
+    attrs: dict[str, str]
+    line: int  # 1-based line in the text
+    raw_operands: str = ""
+    root: bool = False
+
+
+@dataclass
+class Module:
+    computations: dict[str, list[Instr]] = field(default_factory=dict)
+    entry: str = ""
+    scheduled: bool = False
+
+
+def _fail(line: int, message: str):
+    raise ImporterError(f"malformed HLO text, line {line}: {message}")
+
+
+# --- shapes -------------------------------------------------------------------------------
+
+_DTYPE = re.compile(r"([a-z][a-z0-9]*)\[")
+
+
+def parse_shape(text: str, pos: int, line: int) -> tuple[object, int]:
+    """The shape starting at ``text[pos]``; returns (shape, position after it)."""
+    if text.startswith("(", pos):
+        pos += 1
+        parts = []
+        while True:
+            while text.startswith(" ", pos):
+                pos += 1
+            if text.startswith(")", pos):
+                return ("tuple", parts), pos + 1
+            shape, pos = parse_shape(text, pos, line)
+            parts.append(shape)
+            while text.startswith(" ", pos):
+                pos += 1
+            if text.startswith(",", pos):
+                pos += 1
+            elif not text.startswith(")", pos):
+                _fail(line, f"expected ',' or ')' in a tuple shape at column {pos + 1}")
+    m = _DTYPE.match(text, pos)
+    if not m:
+        _fail(line, f"expected a shape at column {pos + 1}: {text[pos:pos + 30]!r}")
+    dtype = m.group(1)
+    end = text.find("]", m.end())
+    if end < 0:
+        _fail(line, "unclosed '[' in a shape")
+    dims = []
+    for d in filter(None, (s.strip() for s in text[m.end():end].split(","))):
+        d = d.removeprefix("<=")
+        if not d.isdigit():
+            _fail(line, f"bad dimension {d!r} in shape")
+        dims.append(int(d))
+    pos = end + 1
+    if text.startswith("{", pos):  # layout, may nest parentheses and braces
+        pos = _skip_balanced(text, pos, line)
+    if dtype not in ITEMSIZE:
+        _fail(line, f"unknown element type {dtype!r}")
+    return ("array", dtype, tuple(dims)), pos
+
+
+def _skip_balanced(text: str, pos: int, line: int) -> int:
+    pairs = {"{": "}", "(": ")", "[": "]"}
+    stack = []
+    i = pos
+    in_string = False
+    while i < len(text):
+        c = text[i]
+        if in_string:
+            if c == "\\":
+                i += 1
+            elif c == '"':
+                in_string = False
+        elif c == '"':
+            in_string = True
+        elif c in pairs:
+            stack.append(pairs[c])
+        elif stack and c == stack[-1]:
+            stack.pop()
+            if not stack:
+                return i + 1
+        elif c in ")}]":
+            _fail(line, f"unbalanced {c!r} at column {i + 1}")
+        i += 1
+    _fail(line, f"unclosed {text[pos]!r} at column {pos + 1}")
+
+
+def leaves(shape) -> list[tuple[str, tuple[int, ...]]]:
+    """The array leaves of a (possibly nested tuple) shape, in order."""
+    if shape[0] == "array":
+        return [(shape[1], shape[2])]
+    return [leaf for part in shape[1] for leaf in leaves(part)]
+
+
+def leaf_bytes(dtype: str, dims) -> float:
+    """elements × itemsize, rounded up to whole bytes for sub-byte types."""
+    return float(np.ceil(F.elements(dims) * ITEMSIZE[dtype]))
+
+
+# --- instruction lines --------------------------------------------------------------------
+
+_COMMENT = re.compile(r"/\*.*?\*/")  # /*index=5*/ markers in long operand lists
+_HEADER = re.compile(r"^(ENTRY\s+)?%?([^\s(]+)\s*(\(.*\)\s*->\s*.*)?\{\s*$")
+_INSTR = re.compile(r"^(ROOT\s+)?%?([^\s=]+)\s*=\s*")
+_OPCODE = re.compile(r"\s*([a-z][a-z0-9\-_$]*)\(")
+
+
+def _split_top(text: str, line: int) -> list[str]:
+    """Splits at top-level commas (outside brackets and strings)."""
+    parts, depth, start, in_string, i = [], 0, 0, False, 0
+    while i < len(text):
+        c = text[i]
+        if in_string:
+            if c == "\\":
+                i += 1
+            elif c == '"':
+                in_string = False
+        elif c == '"':
+            in_string = True
+        elif c in "{([":
+            depth += 1
+        elif c in "})]":
+            depth -= 1
+        elif c == "," and depth == 0:
+            parts.append(text[start:i])
+            start = i + 1
+        i += 1
+    if depth or in_string:
+        _fail(line, "unbalanced brackets or quotes in the attributes")
+    parts.append(text[start:])
+    return [p.strip() for p in parts if p.strip()]
+
+
+def parse_instruction(text: str, line: int) -> Instr:
+    """One instruction line: ``[ROOT] %name = SHAPE opcode(operands), attr=value, ...``."""
+    m = _INSTR.match(text)
+    if not m:
+        _fail(line, f"expected '%name = shape opcode(...)', got {text[:60]!r}")
+    shape, pos = parse_shape(text, m.end(), line)
+    op = _OPCODE.match(text, pos)
+    if not op:
+        _fail(line, f"expected an opcode followed by '(' at column {pos + 1}")
+    start = op.end() - 1
+    end = _skip_balanced(text, start, line)
+    raw = text[start + 1:end - 1]
+    opcode = op.group(1)
+    operands = []
+    if opcode not in ("parameter", "constant"):
+        for part in _split_top(raw, line):
+            token = part.split()[-1]  # "f32[2]{0} %a" prints the shape first in some modes
+            operands.append(token.lstrip("%"))
+    attrs = {}
+    rest = text[end:].strip()
+    if rest:
+        if not rest.startswith(","):
+            _fail(line, f"unexpected text after the operands: {rest[:40]!r}")
+        for part in _split_top(rest[1:], line):
+            key, eq, value = part.partition("=")
+            if not eq:
+                _fail(line, f"attribute without '=': {part[:40]!r}")
+            attrs[key.strip()] = value.strip()
+    return Instr(m.group(2), shape, opcode, operands, attrs, line, raw, bool(m.group(1)))
+
+
+def _check_operands(instrs: list[Instr]) -> None:
+    defined = {i.name for i in instrs}
+    for ins in instrs:
+        for operand in ins.operands:
+            if operand not in defined:
+                _fail(ins.line, f"operand %{operand} of {ins.name!r} is not defined in its "
+                                "computation")
+
+
+def parse_module(text: str) -> Module:
+    """The computations of an HLO module text (see the module docstring)."""
+    module = Module()
+    current: list[Instr] | None = None
+    current_name, open_line = "", 0
+    entries = []
+    for number, raw in enumerate(text.splitlines(), 1):
+        stripped = _COMMENT.sub("", raw).strip()
+        if not stripped or stripped.startswith("//"):
+            continue
+        if current is None:
+            if stripped.startswith("HloModule"):
+                module.scheduled = "is_scheduled=true" in stripped
+                continue
+            header = _HEADER.match(stripped)
+            if header and " = " not in stripped.split("(")[0]:
+                current_name, open_line = header.group(2), number
+                if current_name in module.computations:
+                    _fail(number, f"computation {current_name!r} is defined twice")
+                current = module.computations.setdefault(current_name, [])
+                if header.group(1):
+                    entries.append((current_name, number))
+            continue  # other top-level sections (FileNames, StackFrames, ...) are skipped
+        if stripped == "}":
+            if not current:
+                _fail(number, f"computation {current_name!r} has no instructions")
+            _check_operands(current)
+            current = None
+            continue
+        current.append(parse_instruction(stripped, number))
+    if current is not None:
+        _fail(open_line, f"computation {current_name!r} is not closed with '}}'")
+    if len(entries) != 1:
+        if not entries:
+            raise ImporterError("malformed HLO text: no ENTRY computation")
+        _fail(entries[1][1], "a second ENTRY computation")
+    module.entry = entries[0][0]
+    return module
+
+
+# --- jaxlib's parser ------------------------------------------------------------------------
+
+def _jaxlib_hlo():
+    """jaxlib's HLO module (with ``hlo_module_from_text``), or None if this jaxlib has none."""
+    try:
+        from jax._src.lib import xla_client
+    except ImportError:  # pragma: no cover
+        return None
+    hlo = getattr(xla_client, "hlo", None)
+    return hlo if hasattr(hlo, "hlo_module_from_text") else None
+
+
+_POSITION = re.compile(r"was parsing (\d+):(\d+): error: ([^\n]*)")
+
+
+def check_with_jaxlib(text: str):
+    """Parses ``text`` with jaxlib; a syntax error is an :class:`ImporterError` with the line
+    and column jaxlib reports. Returns jaxlib's module, or None when this jaxlib has no HLO
+    parser."""
+    hlo = _jaxlib_hlo()
+    if hlo is None:
+        return None
+    try:
+        return hlo.hlo_module_from_text(text)
+    except Exception as err:  # noqa: BLE001 - jaxlib raises its own runtime error types
+        message = str(err)
+        where = _POSITION.search(message)
+        if where:
+            raise ImporterError(f"malformed HLO text, line {where.group(1)}, column "
+                                f"{where.group(2)}: {where.group(3).strip()}") from None
+        lines = [line.strip() for line in message.strip().splitlines() if line.strip()]
+        raise ImporterError("malformed HLO text: " + (" ".join(lines[:2]) if lines
+                                                      else type(err).__name__)) from None
+
+
+def _cross_check(parsed, module: Module) -> None:
+    """jaxlib and the line reader must see the same ENTRY instructions."""
+    comps = {c.name: c for c in parsed.computations()}
+    entry = comps.get(module.entry)
+    mine = sorted(i.name for i in module.computations[module.entry])
+    if entry is None or sorted(i.name for i in entry.instructions()) != mine:
+        raise ImporterError("the HLO line reader and jaxlib disagree on the instructions of "
+                            f"the ENTRY computation {module.entry!r}")
+
+
+# --- flops --------------------------------------------------------------------------------
+
+_TRIP = re.compile(r'"known_trip_count"\s*:\s*\{\s*"n"\s*:\s*"?(\d+)')
+_CALLED = ("calls", "to_apply", "body", "condition", "branch_computations",
+           "true_computation", "false_computation", "async_execution_thread")
+
+
+def _names(value: str) -> list[str]:
+    return [v.strip().lstrip("%") for v in value.strip("{}").split(",") if v.strip()]
+
+
+def _ints(value: str) -> list[int]:
+    return [int(v) for v in value.strip("{}").split(",") if v.strip()]
+
+
+class _Flops:
+    def __init__(self, module: Module, strict: bool):
+        self.module = module
+        self.strict = strict
+        self.shapes = {i.name: i.shape for c in module.computations.values() for i in c}
+        self.memo: dict[str, int] = {}
+        self.fallback: dict[str, int] = {}
+
+    def computation(self, name: str, line: int) -> int:
+        if name not in self.module.computations:
+            _fail(line, f"calls unknown computation {name!r}")
+        if name not in self.memo:
+            self.memo[name] = 0  # a recursive call counts once
+            self.memo[name] = sum(self.instr(i) for i in self.module.computations[name])
+        return self.memo[name]
+
+    def _called(self, ins: Instr, key: str) -> int:
+        return sum(self.computation(n, ins.line) for n in _names(ins.attrs.get(key, "")))
+
+    def _operand_dims(self, ins: Instr, k: int) -> tuple[int, ...]:
+        if k >= len(ins.operands) or ins.operands[k] not in self.shapes:
+            _fail(ins.line, f"{ins.opcode} {ins.name!r} has no operand {k} with a known shape")
+        shape = self.shapes[ins.operands[k]]
+        return leaves(shape)[0][1]
+
+    def instr(self, ins: Instr) -> int:
+        op = ins.opcode
+        outs = leaves(ins.shape)
+        out0 = outs[0][1] if outs else ()
+        if op in ("fusion", "call", "async-start"):
+            return self._called(ins, "calls") + self._called(ins, "to_apply")
+        if op == "while":
+            trip = _TRIP.search(ins.attrs.get("backend_config", ""))
+            return (self._called(ins, "condition") + self._called(ins, "body")) * \
+                (int(trip.group(1)) if trip else 1)
+        if op == "conditional":
+            names = _names(ins.attrs.get("branch_computations", "")) or [
+                n for k in ("true_computation", "false_computation")
+                for n in _names(ins.attrs.get(k, ""))]
+            return max((self.computation(n, ins.line) for n in names), default=0)
+        if op == "dot":
+            lhs = self._operand_dims(ins, 0)
+            return F.dot_flops(out0, lhs, _ints(ins.attrs.get("lhs_contracting_dims", "{}")))
+        if op == "convolution":
+            return self._conv(ins, out0)
+        if op in F.HLO_ELEMENTWISE:
+            return F.elements(out0)
+        if op in F.HLO_DATA_MOVEMENT:
+            return 0
+        if op in ("reduce", "all-reduce", "all-reduce-start", "reduce-scatter"):
+            reducer = self._called(ins, "to_apply") or 1
+            if op != "reduce":
+                return F.elements(out0) * reducer
+            return F.reduce_flops(self._operand_dims(ins, 0), out0, 1, reducer)
+        if op == "reduce-window":
+            window = _window(ins.attrs.get("window", ""), ins.line)
+            reducer = self._called(ins, "to_apply") or 1
+            return F.elements(out0) * max(0, F.elements(window["size"]) - 1) * reducer
+        if op == "scatter":
+            updates = self._operand_dims(ins, len(ins.operands) - 1)
+            return F.elements(updates) * self._called(ins, "to_apply")
+        if op == "select-and-scatter":
+            window = _window(ins.attrs.get("window", ""), ins.line)
+            return F.elements(self._operand_dims(ins, 1)) * F.elements(window["size"])
+        if op == "sort":
+            dims = _ints(ins.attrs.get("dimensions", "{0}"))
+            return F.sort_flops(out0, dims[0] if dims else 0)
+        if op in F.HLO_COLLECTIVE:
+            return 0
+        if self.strict:
+            _fail(ins.line, f"unsupported opcode {op!r} in instruction {ins.name!r} "
+                            "(strict=True; without it the generic fallback counts one flop "
+                            "per output element)")
+        self.fallback[op] = self.fallback.get(op, 0) + 1
+        return sum(F.elements(d) for _, d in outs)
+
+    def _conv(self, ins: Instr, out: tuple[int, ...]) -> int:
+        lhs, rhs = self._operand_dims(ins, 0), self._operand_dims(ins, 1)
+        labels = ins.attrs.get("dim_labels", "")
+        m = re.fullmatch(r"([a-z0-9]+)_([a-z0-9]+)->([a-z0-9]+)", labels)
+        if not m:
+            _fail(ins.line, f"convolution {ins.name!r} has bad dim_labels {labels!r}")
+        lhs_l, rhs_l, out_l = m.groups()
+
+        def spatial(labels_: str, dims) -> list[int]:
+            pos = sorted((int(c), i) for i, c in enumerate(labels_) if c.isdigit())
+            return [dims[i] for _, i in pos]
+
+        n = len(spatial(out_l, out))
+        window = _window(ins.attrs.get("window", ""), ins.line, n)
+        return F.conv_flops(
+            lhs_spatial=spatial(lhs_l, lhs), kernel_spatial=spatial(rhs_l, rhs),
+            out_spatial=spatial(out_l, out), out_batch=out[out_l.index("b")],
+            out_features=out[out_l.index("f")], kernel_in_features=rhs[rhs_l.index("i")],
+            strides=window["stride"], padding_lo=window["pad_lo"],
+            lhs_dilation=window["lhs_dilate"], rhs_dilation=window["rhs_dilate"])
+
+
+def _window(text: str, line: int, rank: int | None = None) -> dict[str, list[int]]:
+    """``window={size=3x3 stride=2x2 pad=0_1x0_1 lhs_dilate=1x1 rhs_dilate=1x1}``."""
+    fields = dict(part.split("=", 1) for part in text.strip("{}").split() if "=" in part)
+    if "size" not in fields and rank is None:
+        _fail(line, f"window without a size: {text!r}")
+    size = [int(x) for x in fields["size"].split("x")] if "size" in fields else [1] * rank
+    rank = len(size)
+
+    def per_dim(key: str, default: int) -> list[int]:
+        return [int(x) for x in fields[key].split("x")] if key in fields else [default] * rank
+
+    pads = [p.split("_") for p in fields["pad"].split("x")] if "pad" in fields else \
+        [("0", "0")] * rank
+    return {"size": size, "stride": per_dim("stride", 1), "pad_lo": [int(p[0]) for p in pads],
+            "lhs_dilate": per_dim("lhs_dilate", 1), "rhs_dilate": per_dim("rhs_dilate", 1)}
+
+
+# --- the graph ----------------------------------------------------------------------------
+
+_OP_NAME = re.compile(r'op_name="((?:[^"\\]|\\.)*)"')
+
+
+def scope_of(ins: Instr) -> str:
+    """The op_name path without the outer ``jit(...)`` and the primitive (module doc)."""
+    m = _OP_NAME.search(ins.attrs.get("metadata", ""))
+    if not m:
+        return ""
+    parts = m.group(1).split("/")
+    if len(parts) > 1 and parts[0].startswith(("jit(", "pjit(")):
+        parts = parts[1:]
+    return "/".join(parts[:-1])
+
+
+def import_hlo_text(text: str, device="v100", name: str = "", strict: bool = False) -> Graph:
+    """An HLO module's text as a graph (see the module docstring). Raises
+    :class:`ImporterError` with the line number for malformed text."""
+    if not isinstance(text, str) or not text.strip():
+        raise ImporterError("malformed HLO text: empty")
+    parsed = check_with_jaxlib(text)
+    module = parse_module(text)
+    if parsed is not None:
+        _cross_check(parsed, module)
+    dev = preset(device)
+    counter = _Flops(module, strict)
+    entry = module.computations[module.entry]
+    params = sorted((i for i in entry if i.opcode == "parameter"),
+                    key=lambda i: int(i.raw_operands.strip() or 0))
+    others = [i for i in entry if i.opcode != "parameter"]
+    values: dict[str, object] = {}  # instruction -> nested list of tensor ids (tuple tree)
+    sizes, producer, ports, control = [], [], [], []
+    edges: dict[tuple[int, int], None] = {}
+    ops = []  # (instr, flops)
+
+    def build_value(shape, j: int, counter_port: list[int]):
+        if shape[0] == "array":
+            t = len(sizes)
+            sizes.append(leaf_bytes(shape[1], shape[2])), producer.append(j)
+            ports.append(counter_port[0]), control.append(False)
+            counter_port[0] += 1
+            return t
+        return [build_value(part, j, counter_port) for part in shape[1]]
+
+    def flat(value) -> list[int]:
+        return [value] if isinstance(value, int) else [t for v in value for t in flat(v)]
+
+    for ins in params + others:
+        for operand in ins.operands:
+            if operand not in values:
+                known = any(i.name == operand for i in entry)
+                _fail(ins.line, f"operand %{operand} of {ins.name!r} is "
+                                + ("used before it is defined (the text is not in schedule "
+                                   "order)" if known else "not defined in the ENTRY computation"))
+        if ins.opcode == "tuple":
+            values[ins.name] = [values[o] for o in ins.operands]
+            continue
+        if ins.opcode == "get-tuple-element":
+            source = values[ins.operands[0]]
+            index = int(ins.attrs.get("index", "-1"))
+            if isinstance(source, int) or not 0 <= index < len(source):
+                _fail(ins.line, f"get-tuple-element {ins.name!r} has a bad index {index}")
+            values[ins.name] = source[index]
+            continue
+        j = len(ops)
+        ops.append((ins, 0 if ins.opcode == "parameter" else counter.instr(ins)))
+        for operand in ins.operands:
+            for t in flat(values[operand]):
+                edges[t, j] = None
+        for pred in _names(ins.attrs.get("control-predecessors", "")):
+            if pred not in values:
+                _fail(ins.line, f"control predecessor %{pred} of {ins.name!r} is not defined "
+                                "before it")
+            p = next((producer[t] for t in flat(values[pred])), None)
+            if p is None:
+                continue
+            t = len(sizes)
+            sizes.append(0.0), producer.append(p), ports.append(-1), control.append(True)
+            edges[t, j] = None
+        values[ins.name] = build_value(ins.shape, j, [0])
+    if counter.fallback:
+        listed = ", ".join(f"{k} ×{c}" for k, c in sorted(counter.fallback.items()))
+        warnings.warn(f"flops of unknown opcodes estimated as one per output element: "
+                      f"{listed}", FallbackWarning, stacklevel=2)
+    op_flops = [float(f) for _, f in ops]
+    pairs = np.array(list(edges), np.int64).reshape(-1, 2)
+    return make_graph(
+        compute_cost=[dev.compute_cost(f) for f in op_flops],
+        temporary_memory=np.zeros(len(ops)),
+        tensor_producer=np.asarray(producer, np.int64), tensor_size=np.asarray(sizes),
+        tensor_is_control=np.asarray(control, bool), tensor_port=np.asarray(ports, np.int64),
+        edge_tensor=pairs[:, 0], edge_consumer=pairs[:, 1],
+        op_names=[i.name for i, _ in ops], op_types=[i.opcode for i, _ in ops],
+        op_scopes=[scope_of(i) for i, _ in ops], op_flops=op_flops, name=name,
+        is_input=[i.opcode == "parameter" for i, _ in ops])
+
+
+def compiled_text(fn, *args, **kwargs) -> str:
+    """``jax.jit(fn).lower(*args, **kwargs).compile().as_text()``; a failure is an
+    :class:`ImporterError` naming the function and the problem."""
+    import jax
+
+    label = getattr(fn, "__qualname__", None) or getattr(fn, "__name__", None) or repr(fn)
+    if not callable(fn):
+        raise ImporterError(f"cannot import {label}: not a callable")
+    try:
+        return jax.jit(fn).lower(*args, **kwargs).compile().as_text()
+    except Exception as err:
+        first = str(err).strip().splitlines()[0] if str(err).strip() else ""
+        raise ImporterError(f"cannot compile {label} with jax.jit: {type(err).__name__}: "
+                            f"{first}") from err
+
+
+def cost_analysis(fn, *args, **kwargs) -> dict:
+    """XLA's ``compiled.cost_analysis()`` totals (a dict; older JAX returned a list of one)."""
+    import jax
+
+    result = jax.jit(fn).lower(*args, **kwargs).compile().cost_analysis()
+    if isinstance(result, list):  # pragma: no cover - older JAX
+        result = result[0] if result else {}
+    return dict(result or {})
+

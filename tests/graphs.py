@@ -1,0 +1,19 @@
+"""Graphs and paths the tests share (one definition each; fixtures in ``conftest.py``)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from gsched import Graph, make_graph
+
+SHARED = Path(__file__).resolve().parents[2] / "shared"  # ../shared beside the checkout
+SHARED_DIAMOND = SHARED / "examples" / "diamond.pbtxt"
+
+
+def diamond() -> Graph:
+    """SPEC §5's worked example built in code (``examples/diamond.pbtxt`` without ../shared):
+    ops a b c d, t0 = a→{b, c} (4 B), t1 = b→d (2 B), t2 = c→d (3 B), t3 = d's output (1 B),
+    c with 5 B of temporary memory, costs 2 3 4 1."""
+    return make_graph(compute_cost=[2, 3, 4, 1], temporary_memory=[0, 0, 5, 0],
+                      tensor_producer=[0, 1, 2, 3], tensor_size=[4, 2, 3, 1],
+                      edge_tensor=[0, 0, 1, 2], edge_consumer=[1, 2, 3, 3], op_names="abcd")
