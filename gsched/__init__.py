@@ -4,7 +4,8 @@ The public surface, re-exported here name by name (code lives in the sub-modules
 
 * graphs: :class:`Graph`, :func:`make_graph`, :class:`GraphError`, :func:`topological_order`;
 * files: :func:`load_graph`, :func:`load_graphs`, :func:`save_graph`, :func:`load_dataset`,
-  :func:`save_dataset`, :class:`FormatError`;
+  :func:`save_dataset`, :class:`FormatError`; programs: :func:`import_jax` (a JAX function
+  → a graph, at the jaxpr or compiled-HLO level);
 * generators: :func:`layered_graph`, :func:`random_computation_graph`, :func:`synthetic_dataset`,
   :func:`augment`, :func:`split_by_topology`, :func:`dedup`;
 * device-side graphs: :class:`PaddedGraph`, :class:`Bucket`, :func:`bucket_for`,
@@ -21,41 +22,16 @@ The public surface, re-exported here name by name (code lives in the sub-modules
 """
 
 from gsched.core.graph import Graph, GraphError, make_graph, topological_order
-from gsched.core.padding import (
-                                       Bucket,
-                                       PaddedGraph,
-                                       batch_graphs,
-                                       bucket_for,
-                                       pad_graph,
-                                       pad_keys,
-)
-from gsched.costmodel.evaluate import (
-                                       Evaluation,
-                                       evaluate,
-                                       evaluate_batch,
-                                       evaluate_population,
-                                       evaluate_population_sharded,
-                                       order_keys,
-                                       score,
-)
+from gsched.core.padding import Bucket, PaddedGraph, batch_graphs, bucket_for, pad_graph, pad_keys
+from gsched.costmodel.evaluate import (Evaluation, evaluate, evaluate_batch, evaluate_population,
+                                       evaluate_population_sharded, order_keys, score)
 from gsched.costmodel.host import evaluate_graph, evaluate_order
 from gsched.costmodel.params import CostParams
-from gsched.formats import (
-                                       FormatError,
-                                       load_dataset,
-                                       load_graph,
-                                       load_graphs,
-                                       save_dataset,
-                                       save_graph,
-)
-from gsched.generators import (
-                                       augment,
-                                       dedup,
-                                       layered_graph,
-                                       random_computation_graph,
-                                       split_by_topology,
-                                       synthetic_dataset,
-)
+from gsched.formats import (FormatError, load_dataset, load_graph, load_graphs, save_dataset,
+                            save_graph)
+from gsched.generators import (augment, dedup, layered_graph, random_computation_graph,
+                               split_by_topology, synthetic_dataset)
+from gsched.importers import import_jax
 from gsched.methods import METHODS, Method, optimize
 from gsched.search.brkga import BRKGAConfig, BRKGAParams, BRKGAResult, uniform_params
 from gsched.search.brkga import run as brkga_run
@@ -67,11 +43,14 @@ __version__ = "0.1.0"
 
 __all__ = [
     "BRKGAConfig", "BRKGAParams", "BRKGAResult", "Bucket", "CostParams", "Evaluation",
-    "FormatError", "Graph", "GraphError", "METHODS", "Method", "PaddedGraph", "augment", "batch_graphs", "brkga_run",
+    "FormatError", "Graph", "GraphError", "METHODS", "Method", "PaddedGraph", "augment",
+    "batch_graphs", "brkga_run",
     "brkga_run_batch", "bucket_for", "dedup", "evaluate", "evaluate_batch", "evaluate_graph",
-    "evaluate_order", "evaluate_population", "evaluate_population_sharded", "layered_graph",
+    "evaluate_order", "evaluate_population", "evaluate_population_sharded", "import_jax",
+    "layered_graph",
     "load_dataset", "load_graph", "load_graphs", "local_search_batch", "make_graph", "optimize",
-    "order_keys", "pad_graph", "pad_keys", "random_computation_graph", "random_search_batch", "save_dataset",
+    "order_keys", "pad_graph", "pad_keys", "random_computation_graph", "random_search_batch",
+    "save_dataset",
     "save_graph", "score", "split_by_topology", "synthetic_dataset", "topological_order",
     "uniform_params",
 ]

@@ -297,7 +297,8 @@ def write_pbtxt(graph: Graph) -> str:
     Raises :class:`FormatError` when CostGraphDef cannot number the tensors as ``graph`` does:
     data tensors must come first, by producer then port (ports ``0..k-1``); each control
     tensor needs exactly one consumer, control tensors ordered by consumer, no two between
-    the same pair of ops; op ids must be unique.
+    the same pair of ops; op ids must be unique; no program inputs, op scopes or flops
+    (CostGraphDef has no such fields).
     """
     _check_writable(graph)
     n = graph.num_ops
