@@ -14,7 +14,6 @@ from __future__ import annotations
 import dataclasses
 import glob
 import math
-import tomllib
 from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any, Literal
@@ -152,8 +151,8 @@ class Config:
 def load_config(path: str | Path) -> Config:
     """Reads, checks and resolves a TOML sweep config (errors name the file and the key)."""
     path = Path(path)
-    read_spec(path)  # reads the file: unreadable or invalid TOML, keys and types
-    raw = tomllib.loads(path.read_text(encoding="utf-8"))
+    raw = typed.read_toml(path)  # unreadable or invalid TOML
+    typed.config_from_dict(SweepSpec, raw, source=str(path))  # keys and types
     return parse_config(raw, path.stem, source=str(path))
 
 

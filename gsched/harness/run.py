@@ -44,6 +44,7 @@ from gsched.harness.results import (
     result_files,
 )
 from gsched.harness.units import Unit, cell_hash, search_batch, units
+from gsched.infra.distributed import barrier
 from gsched.infra.progress import Progress
 from gsched.infra.progress import log as default_log
 from gsched.methods import Outcome, optimize
@@ -84,13 +85,6 @@ def _json_value(value):
     return value.item() if isinstance(value, np.generic) else value
 
 
-def _barrier(name: str) -> None:
-    """Waits until every ``jax.distributed`` process reaches ``name`` (no-op in one)."""
-    if jax.process_count() > 1:
-        from jax.experimental import multihost_utils
-        multihost_utils.sync_global_devices(name)
-
-
 def run_sweep(config: Config, out: str | os.PathLike, *, resume: bool = False,
               shards: int | None = None, log: Callable[[str], None] | None = None
               ) -> list[dict]:
@@ -115,7 +109,7 @@ def run_sweep(config: Config, out: str | os.PathLike, *, resume: bool = False,
     moved = compact(path, valid, log)
     if moved:
         log(f"{moved} row(s) no longer produced by this config moved to {out / STALE}")
-    _barrier("gsched sweep: results checked")  # no process writes before all have looked
+    barrier("gsched sweep: results checked")  # no process writes before all have looked
     done = {(identity(r), r["cell_hash"]) for r in read_rows(out, log) if valid(r)}
     for note in config.skipped:
         log(note)
@@ -156,5 +150,5 @@ def run_sweep(config: Config, out: str | os.PathLike, *, resume: bool = False,
             log(f"[{finished}/{cells} cells] {unit.dataset.name} {unit.objective.name} "
                 f"D={unit.devices} {unit.run.label} budget={unit.budget} seed={unit.seed} | "
                 f"{line}")
-    _barrier("gsched sweep: all processes done")
+    barrier("gsched sweep: all processes done")
     return [r for r in read_rows(out, log) if valid(r)]

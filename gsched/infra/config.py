@@ -24,6 +24,18 @@ class ConfigError(ValueError):
     """A config file or override that does not fit the config dataclass (names key and source)."""
 
 
+def read_toml(path: str | Path) -> dict[str, Any]:
+    """The tables of the TOML file ``path``, as written (no types checked); an unreadable file
+    or invalid TOML raises :class:`ConfigError` naming the file."""
+    path = Path(path)
+    try:
+        return tomllib.loads(path.read_text(encoding="utf-8"))
+    except OSError as err:
+        raise ConfigError(f"{path}: cannot read config: {err}") from None
+    except (tomllib.TOMLDecodeError, UnicodeDecodeError) as err:
+        raise ConfigError(f"{path}: invalid TOML: {err}") from None
+
+
 def load_config(path: str | Path, cls: type[T], overrides: Sequence[str] = ()) -> T:
     """Reads the TOML file ``path`` into the frozen dataclass ``cls``.
 
@@ -34,12 +46,7 @@ def load_config(path: str | Path, cls: type[T], overrides: Sequence[str] = ()) -
     the key and the file (or the override).
     """
     path = Path(path)
-    try:
-        data = tomllib.loads(path.read_text(encoding="utf-8"))
-    except OSError as err:
-        raise ConfigError(f"{path}: cannot read config: {err}") from None
-    except (tomllib.TOMLDecodeError, UnicodeDecodeError) as err:
-        raise ConfigError(f"{path}: invalid TOML: {err}") from None
+    data = read_toml(path)
     for item in overrides:
         _apply_override(data, cls, item)
     return config_from_dict(cls, data, source=str(path))

@@ -53,3 +53,9 @@ def replicate(tree: T, mesh: Mesh) -> T:
     sharding = NamedSharding(mesh, PartitionSpec())
     return jax.tree.map(lambda x: jax.device_put(x, sharding) if eqx.is_array(x) else x, tree)
 
+
+def barrier(name: str) -> None:
+    """Waits until every ``jax.distributed`` process reaches ``name`` (no-op in one process)."""
+    if jax.process_count() > 1:
+        from jax.experimental import multihost_utils
+        multihost_utils.sync_global_devices(name)
