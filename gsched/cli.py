@@ -27,7 +27,7 @@ import numpy as np
 from gsched import importers, methods
 from gsched.core.graph import Graph, GraphError
 from gsched.costmodel.host import evaluate_graph, validate_keys
-from gsched.costmodel.params import OBJECTIVES, check_cost_params
+from gsched.costmodel.params import OBJECTIVES, SCHEDULERS, check_cost_params
 from gsched.formats import (
     FormatError,
     load_graph,
@@ -82,30 +82,61 @@ def _load_keys(path: Path, graph: Graph, num_devices: int) -> np.ndarray:
         raise UsageError(f"keys file {path}: {err}") from None
 
 
+def _add_cost_flags(parser: argparse.ArgumentParser) -> None:
+    """The cost-model settings both commands take (SPEC §4, §8.1)."""
+    parser.add_argument("--latency", type=float, default=0.0, help="transfer latency (default 0)")
+    parser.add_argument("--bandwidth", type=float, default=float("inf"),
+                        help="transfer bandwidth (default inf)")
+    parser.add_argument("--capacity", type=float, default=None,
+                        help="per-device memory capacity (default none)")
+    parser.add_argument("--hbm-bandwidth", type=float, default=None,
+                        help="SPEC §8.1 roofline: bytes per time unit a kernel moves (default "
+                             "inf, or the --device-preset's)")
+    parser.add_argument("--launch-overhead", type=float, default=None,
+                        help="SPEC §8.1: time per kernel (default 0, or the --device-preset's)")
+    parser.add_argument("--device-preset", choices=sorted(importers.PRESETS), default=None,
+                        help="take --hbm-bandwidth and --launch-overhead from a device preset "
+                             "(per microsecond, the importers' time unit; docs/importers.md)")
+
+
+def _cost_settings(args: argparse.Namespace) -> dict:
+    """The validated cost settings of the command line as keyword arguments (a preset fills
+    the roofline values not given explicitly)."""
+    preset = importers.preset(args.device_preset) if args.device_preset else None
+    hbm = args.hbm_bandwidth if args.hbm_bandwidth is not None else (
+        preset.hbm_bandwidth if preset else float("inf"))
+    overhead = args.launch_overhead if args.launch_overhead is not None else (
+        preset.launch_overhead if preset else 0.0)
+    settings = dict(latency=args.latency, bandwidth=args.bandwidth, capacity=args.capacity,
+                    hbm_bandwidth=hbm, launch_overhead=overhead)
+    with np.errstate(over="ignore"):  # float32 overflow is reported by check_cost_params
+        try:
+            check_cost_params(**settings)
+        except ValueError as err:
+            raise UsageError(str(err)) from None
+    return settings
+
+
 def _add_evaluate(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--graph", type=Path, required=True, help="graph file")
     parser.add_argument("--devices", type=_positive_int, required=True,
                         help="number of devices D")
     parser.add_argument("--keys", type=Path, required=True,
                         help=".npy chromosome of N·D + N + T·D keys in [0, 1]")
-    parser.add_argument("--latency", type=float, default=0.0, help="transfer latency (default 0)")
-    parser.add_argument("--bandwidth", type=float, default=float("inf"),
-                        help="transfer bandwidth (default inf)")
-    parser.add_argument("--capacity", type=float, default=None,
-                        help="per-device memory capacity (default none)")
+    _add_cost_flags(parser)
+    parser.add_argument("--scheduler", choices=SCHEDULERS, default="list",
+                        help="list (SPEC §2-§4, default) or the event-driven priority / fifo "
+                             "schedulers of SPEC §8.2 (which also report start/end times)")
 
 
 def _run_evaluate(args: argparse.Namespace) -> dict:
+    settings = _cost_settings(args)
     with np.errstate(over="ignore"):  # float32 overflow is reported below
-        try:
-            check_cost_params(args.latency, args.bandwidth, args.capacity)
-        except ValueError as err:
-            raise UsageError(str(err)) from None
         graph = _load_graph(args.graph)
         keys = _load_keys(args.keys, graph, args.devices)
         try:
-            result = evaluate_graph(graph, keys, args.devices, latency=args.latency,
-                                    bandwidth=args.bandwidth, capacity=args.capacity)
+            result = evaluate_graph(graph, keys, args.devices, scheduler=args.scheduler,
+                                    **settings)
         except ValueError as err:
             raise UsageError(f"{args.graph}: {err}") from None
     _require_finite(result, str(args.graph))
@@ -154,11 +185,7 @@ def _add_optimize(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--objective", choices=OBJECTIVES, default="peak_memory",
                         help="value to minimize (default peak_memory)")
     parser.add_argument("--seed", type=_seed, default=0, help="random seed (default 0)")
-    parser.add_argument("--latency", type=float, default=0.0, help="transfer latency (default 0)")
-    parser.add_argument("--bandwidth", type=float, default=float("inf"),
-                        help="transfer bandwidth (default inf)")
-    parser.add_argument("--capacity", type=float, default=None,
-                        help="per-device memory capacity (default none)")
+    _add_cost_flags(parser)
     # Method options, as the registry declares them (a method rejects options it does not take).
     for option, users in methods.options().values():
         parser.add_argument("--" + option.name.replace("_", "-"), type=option.type,
@@ -176,11 +203,7 @@ def _load_inputs(paths: list[Path]) -> list[tuple[str, Graph]]:
 
 
 def _run_optimize(args: argparse.Namespace) -> dict:
-    with np.errstate(over="ignore"):
-        try:
-            cost_params = check_cost_params(args.latency, args.bandwidth, args.capacity)
-        except ValueError as err:
-            raise UsageError(str(err)) from None
+    cost_params = check_cost_params(**_cost_settings(args))
     inputs = _load_inputs(args.graph)
     options = {name: getattr(args, name) for name in methods.options()
                if getattr(args, name) is not None}

@@ -229,10 +229,13 @@ def _run_heuristic(runner, spec, graphs, num_devices, objective, cost_params, se
 
 
 def _cost_kwargs(cost_params: CostParams) -> dict:
-    """``CostParams`` as the keyword arguments of the host entry points (inf capacity = None)."""
+    """``CostParams`` as the keyword arguments of the host entry points (inf capacity = None);
+    every field, so none is dropped on the way (tested)."""
     capacity = float(cost_params.capacity)
     return dict(latency=float(cost_params.latency), bandwidth=float(cost_params.bandwidth),
-                capacity=None if np.isinf(capacity) else capacity)
+                capacity=None if np.isinf(capacity) else capacity,
+                hbm_bandwidth=float(cost_params.hbm_bandwidth),
+                launch_overhead=float(cost_params.launch_overhead))
 
 
 def optimize(name: str, graphs: Sequence[Graph], *, num_devices: int, budget: int,

@@ -88,6 +88,24 @@ def test_capacity_and_transfer_costs(capsys, tmp_path, capacity, feasible):
 
 
 @needs_diamond
+def test_execution_model_flags(capsys, tmp_path):
+    """SPEC §8.4: the priority scheduler's row (runtime 7 and every start/end), the roofline
+    row (hbm_bandwidth 1, no fusion: 23), and a device preset's roofline values."""
+    code, out, _ = run_cli(capsys, "--graph", DIAMOND, "--devices", 2,
+                           "--keys", save(tmp_path, D2_KEYS), "--scheduler", "priority")
+    result = check_result(out, *WORKED_EXAMPLE[2][2:4], [6, 12], runtime=7.0)
+    assert code == 0 and result["start"] == [0, 2, 2, 2, 6, 6]
+    assert result["end"] == [2, 5, 2, 6, 6, 7]
+    d1 = save(tmp_path, WORKED_EXAMPLE[0][1], "d1.npy")
+    code, out, _ = run_cli(capsys, "--graph", DIAMOND, "--devices", 1, "--keys", d1,
+                           "--hbm-bandwidth", 1)
+    assert code == 0 and json.loads(out)["runtime"] == 23.0
+    code, out, _ = run_cli(capsys, "--graph", DIAMOND, "--devices", 1, "--keys", d1,
+                           "--device-preset", "h100", "--launch-overhead", 0.5)
+    assert code == 0 and json.loads(out)["runtime"] == 10.0 + 4 * 0.5  # bytes/HBM ≈ 0
+
+
+@needs_diamond
 @pytest.mark.subprocess
 def test_python_dash_m(tmp_path):
     proc = subprocess.run([sys.executable, "-m", "gsched", "evaluate", "--graph", str(DIAMOND),
@@ -168,6 +186,10 @@ def bad_inputs(tmp_path):
         ([*g, "--devices", 1, "--keys", keys, "--bandwidth", -2], "bandwidth must be > 0"),
         ([*g, "--devices", 1, "--keys", keys, "--capacity", -1], "capacity must be"),
         ([*g, "--devices", 1, "--keys", keys, "--frobnicate"], "unrecognized arguments"),
+        ([*g, "--devices", 1, "--keys", keys, "--hbm-bandwidth", 0], "hbm_bandwidth must be"),
+        ([*g, "--devices", 1, "--keys", keys, "--launch-overhead", -1], "launch_overhead must"),
+        ([*g, "--devices", 1, "--keys", keys, "--scheduler", "lifo"], "invalid choice: 'lifo'"),
+        ([*g, "--devices", 1, "--keys", keys, "--device-preset", "p100"], "invalid choice"),
     ]
 
 

@@ -31,6 +31,22 @@ def test_heuristic_rows_are_scored_by_the_cost_model():
         assert row["value"] == rescored["runtime"]
 
 
+def test_roofline_settings_reach_searches_and_heuristics():
+    """SPEC §8.1's settings are not dropped between optimize and the cost model: a method's
+    value equals the host evaluation of its own order with the same settings, and differs
+    from the value without them."""
+    roofline = CostParams(hbm_bandwidth=50.0, launch_overhead=0.25)
+    for name in ("brkga", "xla_list"):
+        with_roofline = optimize(name, GRAPHS, num_devices=1, budget=100, objective="runtime",
+                                 cost_params=roofline)
+        plain = optimize(name, GRAPHS, num_devices=1, budget=100, objective="runtime")
+        for graph, row, row0 in zip(GRAPHS, with_roofline.results, plain.results):
+            order = [item[1] for item in row["order"]]
+            rescored = gsched.evaluate_order(graph, order, row["placement"], 1,
+                                             hbm_bandwidth=50.0, launch_overhead=0.25)
+            assert row["value"] == rescored["runtime"] != row0["value"]
+
+
 def test_bad_settings_name_the_problem(monkeypatch):
     cases = [
         (dict(name="anneal"), "unknown method 'anneal'"),

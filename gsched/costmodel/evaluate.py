@@ -1,8 +1,14 @@
-"""The cost model: chromosome → placement, schedule, peak memory and runtime (SPEC §2–§4).
+"""The cost model: chromosome → placement, schedule, peak memory and runtime (SPEC §2–§4, §8).
 
 ``evaluate`` is pure and written for one chromosome on one padded graph; ``evaluate_population``
 and ``evaluate_batch`` are its ``vmap``s. ``score`` turns an evaluation into the scalar an
 optimizer minimizes. Host-side wrappers live in :mod:`gsched.costmodel.host`.
+
+The static keyword ``scheduler`` picks the schedule: ``"list"`` (SPEC §2–§4, the priority list
+schedule of :mod:`gsched.costmodel.schedule`, the default) or ``"priority"`` / ``"fifo"`` (SPEC
+§8.2's event-driven schedulers, :mod:`gsched.costmodel.dynamic`); every entry point compiles once
+per bucket, number of devices and scheduler. SPEC §8.1's roofline parameters are dynamic
+(``CostParams``) and apply to every scheduler.
 """
 
 from __future__ import annotations
@@ -14,8 +20,9 @@ import jax
 import jax.numpy as jnp
 
 from gsched.core.padding import PaddedGraph
+from gsched.costmodel.dynamic import dynamic_init, dynamic_result, dynamic_step
 from gsched.costmodel.memory import peak_memory
-from gsched.costmodel.params import OBJECTIVES, CostParams, Objective
+from gsched.costmodel.params import OBJECTIVES, CostParams, Objective, check_scheduler
 from gsched.costmodel.schedule import (
     decode_placement,
     schedule_init,
@@ -36,6 +43,9 @@ class Evaluation(NamedTuple):
     feasible: jnp.ndarray  # [] bool: every device peak ≤ capacity
     excess: jnp.ndarray  # [] float32: Σ_d max(0, peak_d − capacity)
     runtime_bound: jnp.ndarray  # [] float32: an upper bound on any schedule's runtime
+    # Dynamic schedulers only (``None`` for "list"): per item (padded item ids, like ``order``)
+    start: jnp.ndarray | None = None  # [V] float32 start time, −1 for items that never run
+    end: jnp.ndarray | None = None  # [V] float32 end time, −1 for items that never run
 
 
 def _lift(fn, graph_batched: tuple[bool, ...]):
@@ -48,23 +58,34 @@ def _lift(fn, graph_batched: tuple[bool, ...]):
 
 
 def _evaluate(graph: PaddedGraph, pinned, params: CostParams, keys: jnp.ndarray,
-              num_devices: int, chunk: int, graph_batched: tuple[bool, ...]) -> Evaluation:
+              num_devices: int, chunk: int, graph_batched: tuple[bool, ...],
+              scheduler: str = "list") -> Evaluation:
     """Evaluates ``keys [*batch, L]``. The schedule's ``while_loop`` runs *outside* the vmaps
     with an unbatched predicate ("any chromosome unfinished"), so the loop state is updated in
     place instead of being copied by a per-iteration select, as vmap-of-while_loop would do."""
+    check_scheduler(scheduler)
+    dynamic = scheduler != "list"
 
     def init(g, pin, prm, k):
         k = jnp.asarray(k, jnp.float32)
         placement = decode_placement(g, k, num_devices, pin)
+        if dynamic:
+            return placement, dynamic_init(g, k, placement, prm, num_devices)
         return placement, schedule_init(g, k, placement, prm, num_devices)
 
     def step(g, pin, prm, tables_and_state):
         tables, state = tables_and_state
+        if dynamic:
+            return tables, dynamic_step(tables, state, scheduler, chunk)
         return tables, schedule_step(tables, state, num_devices, chunk)
 
     def finish(g, pin, prm, x):
         placement, (tables, state) = x
-        schedule = schedule_result(tables, state)
+        start = end = None
+        if dynamic:
+            schedule, start, end = dynamic_result(tables, state)
+        else:
+            schedule = schedule_result(tables, state)
         memory = peak_memory(g, placement, schedule, prm.capacity, num_devices)
         return Evaluation(
             placement=jnp.where(g.op_mask, placement.device, -1),
@@ -76,6 +97,8 @@ def _evaluate(graph: PaddedGraph, pinned, params: CostParams, keys: jnp.ndarray,
             feasible=memory.feasible,
             excess=memory.excess,
             runtime_bound=schedule.runtime_bound,
+            start=start,
+            end=end,
         )
 
     graph, params = jax.tree.map(jnp.asarray, (graph, params))
@@ -88,43 +111,49 @@ def _evaluate(graph: PaddedGraph, pinned, params: CostParams, keys: jnp.ndarray,
 
 def evaluate(graph: PaddedGraph, keys: jnp.ndarray, params: CostParams = CostParams(),
              *, num_devices: int, pinned: jnp.ndarray | None = None,
-             chunk: int = 8) -> Evaluation:
+             chunk: int = 8, scheduler: str = "list") -> Evaluation:
     """Decodes and scores one chromosome ``keys`` (``[N·D + N + T·D]``, padded layout).
 
-    Pure and traceable; prefer :func:`evaluate_population` / :func:`evaluate_batch` for many
-    chromosomes (``jax.vmap`` of this function works but copies the loop state every step).
+    ``scheduler``: ``"list"`` (SPEC §2–§4), ``"priority"`` or ``"fifo"`` (SPEC §8.2; the
+    evaluation then also holds each item's ``start`` and ``end`` time). Pure and traceable;
+    prefer :func:`evaluate_population` / :func:`evaluate_batch` for many chromosomes
+    (``jax.vmap`` of this function works but copies the loop state every step).
     """
-    return _evaluate(graph, pinned, params, keys, num_devices, chunk, ())
+    return _evaluate(graph, pinned, params, keys, num_devices, chunk, (), scheduler)
 
 
-@functools.partial(jax.jit, static_argnames=("num_devices", "chunk"))
+@functools.partial(jax.jit, static_argnames=("num_devices", "chunk", "scheduler"))
 def evaluate_population(graph: PaddedGraph, keys: jnp.ndarray,
                         params: CostParams = CostParams(), *, num_devices: int,
-                        pinned: jnp.ndarray | None = None, chunk: int = 8) -> Evaluation:
+                        pinned: jnp.ndarray | None = None, chunk: int = 8,
+                        scheduler: str = "list") -> Evaluation:
     """``keys [P, L]`` on one graph → an :class:`Evaluation` with leading axis ``[P]``.
 
-    ``pinned`` (``[N]`` int32, −1 = free) fixes ops to devices.
+    ``pinned`` (``[N]`` int32, −1 = free) fixes ops to devices; ``scheduler`` as in
+    :func:`evaluate` (static: one compile per bucket, ``num_devices`` and scheduler).
     """
-    return _evaluate(graph, pinned, params, keys, num_devices, chunk, (False,))
+    return _evaluate(graph, pinned, params, keys, num_devices, chunk, (False,), scheduler)
 
 
-@functools.partial(jax.jit, static_argnames=("num_devices", "chunk"))
+@functools.partial(jax.jit, static_argnames=("num_devices", "chunk", "scheduler"))
 def evaluate_batch(graphs: PaddedGraph, keys: jnp.ndarray, params: CostParams = CostParams(),
                    *, num_devices: int, pinned: jnp.ndarray | None = None,
-                   chunk: int = 8) -> Evaluation:
+                   chunk: int = 8, scheduler: str = "list") -> Evaluation:
     """``graphs`` with leading axis ``[B]``, ``keys [B, P, L]`` → leading axes ``[B, P]``.
 
-    ``pinned``, if given, is ``[B, N]``.
+    ``pinned``, if given, is ``[B, N]``; ``scheduler`` as in :func:`evaluate`.
     """
-    return _evaluate(graphs, pinned, params, keys, num_devices, chunk, (True, False))
+    return _evaluate(graphs, pinned, params, keys, num_devices, chunk, (True, False),
+                     scheduler)
 
 
 @functools.cache
-def _sharded_population_fn(mesh: jax.sharding.Mesh, axis: str, num_devices: int, chunk: int):
+def _sharded_population_fn(mesh: jax.sharding.Mesh, axis: str, num_devices: int, chunk: int,
+                           scheduler: str):
     spec = jax.sharding.PartitionSpec
 
     def local(graph, keys, params, pinned):
-        return _evaluate(graph, pinned, params, keys, num_devices, chunk, (False,))
+        return _evaluate(graph, pinned, params, keys, num_devices, chunk, (False,), scheduler)
 
     return jax.jit(jax.shard_map(local, mesh=mesh, in_specs=(spec(), spec(axis), spec(), spec()),
                                  out_specs=spec(axis), check_vma=False))
@@ -134,20 +163,21 @@ def evaluate_population_sharded(graph: PaddedGraph, keys: jnp.ndarray,
                                 params: CostParams = CostParams(), *, num_devices: int,
                                 mesh: jax.sharding.Mesh, axis: str | None = None,
                                 pinned: jnp.ndarray | None = None,
-                                chunk: int = 8) -> Evaluation:
+                                chunk: int = 8, scheduler: str = "list") -> Evaluation:
     """:func:`evaluate_population` with the population split over ``mesh``'s devices.
 
     Each device runs its own schedule loop on its share (no per-step communication), so on a
     CPU with ``--xla_force_host_platform_device_count=<cores>`` every core works on separate
     chromosomes. ``P`` must be divisible by the mesh size along ``axis`` (default: the mesh's
-    first axis). Compiles once per (mesh, bucket, number of devices).
+    first axis). Compiles once per (mesh, bucket, number of devices, scheduler).
     """
+    check_scheduler(scheduler)
     axis = axis or mesh.axis_names[0]
     if keys.shape[0] % mesh.shape[axis]:
         raise ValueError(f"population {keys.shape[0]} is not divisible by the {mesh.shape[axis]} "
                          f"devices of mesh axis {axis!r}")
     pinned = jnp.full(graph.op_mask.shape, -1, jnp.int32) if pinned is None else pinned
-    fn = _sharded_population_fn(mesh, axis, num_devices, chunk)
+    fn = _sharded_population_fn(mesh, axis, num_devices, chunk, scheduler)
     return fn(graph, keys, jax.tree.map(jnp.asarray, params), pinned)
 
 

@@ -12,7 +12,7 @@ import numpy as np
 from gsched.core.graph import Graph
 from gsched.core.padding import Bucket, PaddedGraph, bucket_for, pad_graph, pad_keys
 from gsched.costmodel.evaluate import Evaluation, evaluate_population, order_keys
-from gsched.costmodel.params import CostParams, check_cost_params
+from gsched.costmodel.params import CostParams, check_cost_params, check_scheduler
 
 
 def validate_keys(keys, graph: Graph, num_devices: int) -> np.ndarray:
@@ -58,9 +58,17 @@ def item_to_tuple(item: int, num_ops_padded: int, num_devices: int) -> tuple:
 
 def evaluation_to_dict(evaluation: Evaluation, graph: Graph, bucket: Bucket,
                        num_devices: int) -> dict:
-    """One (unbatched) evaluation as plain Python, with padding removed (SPEC §6 fields)."""
+    """One (unbatched) evaluation as plain Python, with padding removed (SPEC §6 fields).
+
+    For the dynamic schedulers (SPEC §8.2) it also holds ``start`` and ``end``: the start and
+    end time of each item of ``order``, in the same order."""
     ev = jax.device_get(evaluation)
     steps = int(ev.num_steps)
+    times = {}
+    if ev.start is not None:
+        items = ev.order[:steps]
+        times = {"start": [float(x) for x in ev.start[items]],
+                 "end": [float(x) for x in ev.end[items]]}
     return {
         "peak_memory": float(ev.peak_memory),
         "device_peaks": [float(x) for x in ev.device_peaks],
@@ -69,15 +77,25 @@ def evaluation_to_dict(evaluation: Evaluation, graph: Graph, bucket: Bucket,
         "placement": [int(x) for x in ev.placement[: graph.num_ops]],
         "order": [list(item_to_tuple(i, bucket.num_ops, num_devices))
                   for i in ev.order[:steps]],
+        **times,
     }
 
 
 def evaluate_order(graph: Graph, op_order, placement=None, num_devices: int = 1, *,
                    latency: float = 0.0, bandwidth: float = float("inf"),
-                   capacity: float | None = None, bucket: Bucket | None = None) -> dict:
+                   capacity: float | None = None, bucket: Bucket | None = None,
+                   hbm_bandwidth: float = float("inf"), launch_overhead: float = 0.0,
+                   scheduler: str = "list") -> dict:
     """Scores an explicit op order (and placement, default all on device 0) with the same cost
     model; transfers run as soon as their producer finishes. Raises if ``op_order`` is not a
-    topological order of ``graph``'s ops."""
+    topological order of ``graph``'s ops.
+
+    The order becomes priorities (:func:`order_keys`): the list scheduler reproduces it
+    exactly; the dynamic schedulers (``"priority"`` / ``"fifo"``, SPEC §8.2) use them as
+    priorities and may start ops in another order (see ``order`` in the result)."""
+    check_scheduler(scheduler)
+    params = check_cost_params(latency, bandwidth, capacity, hbm_bandwidth=hbm_bandwidth,
+                               launch_overhead=launch_overhead)
     op_order = np.asarray(op_order, np.int64)
     n = graph.num_ops
     if op_order.shape != (n,) or not np.array_equal(np.sort(op_order), np.arange(n)):
@@ -100,25 +118,29 @@ def evaluate_order(graph: Graph, op_order, placement=None, num_devices: int = 1,
     full_placement = np.concatenate([placement, np.zeros(bucket.num_ops - n, np.int64)])
     keys = order_keys(padded, jnp.asarray(full_order, jnp.int32),
                       jnp.asarray(full_placement, jnp.int32), num_devices)
-    return _evaluate_padded(graph, padded, bucket, keys, num_devices,
-                            check_cost_params(latency, bandwidth, capacity), None)
+    return _evaluate_padded(graph, padded, bucket, keys, num_devices, params, None, scheduler)
 
 
 def _evaluate_padded(graph: Graph, padded: PaddedGraph, bucket: Bucket, keys, num_devices: int,
-                     params: CostParams, pinned) -> dict:
+                     params: CostParams, pinned, scheduler: str) -> dict:
     ev = evaluate_population(padded, jnp.asarray(keys)[None], params, num_devices=num_devices,
-                             pinned=pinned)
+                             pinned=pinned, scheduler=scheduler)
     return evaluation_to_dict(jax.tree.map(lambda x: x[0], ev), graph, bucket, num_devices)
 
 
 def evaluate_graph(graph: Graph, keys, num_devices: int, *, latency: float = 0.0,
                    bandwidth: float = float("inf"), capacity: float | None = None,
-                   pinned: dict[int, int] | None = None, bucket: Bucket | None = None) -> dict:
+                   pinned: dict[int, int] | None = None, bucket: Bucket | None = None,
+                   hbm_bandwidth: float = float("inf"), launch_overhead: float = 0.0,
+                   scheduler: str = "list") -> dict:
     """Validates inputs, evaluates one chromosome of ``graph`` and returns plain Python
-    (the ``evaluate`` command of SPEC §6). Not for hot loops: use :func:`evaluate_population`."""
+    (the ``evaluate`` command of SPEC §6; with ``scheduler`` ``"priority"`` / ``"fifo"`` also
+    ``start`` / ``end`` per ``order`` item). Not for hot loops: use :func:`evaluate_population`."""
     if num_devices < 1:
         raise ValueError(f"number of devices must be >= 1, got {num_devices}")
-    params = check_cost_params(latency, bandwidth, capacity)
+    check_scheduler(scheduler)
+    params = check_cost_params(latency, bandwidth, capacity, hbm_bandwidth=hbm_bandwidth,
+                               launch_overhead=launch_overhead)
     keys = exact_float32_keys(validate_keys(keys, graph, num_devices))
     bucket = bucket or bucket_for(graph)
     padded = pad_graph(graph, bucket)
@@ -130,4 +152,4 @@ def evaluate_graph(graph: Graph, keys, num_devices: int, *, latency: float = 0.0
                 raise ValueError(f"cannot pin op {op} to device {dev}")
             pin[op] = dev
     return _evaluate_padded(graph, padded, bucket, pad_keys(keys, graph, bucket, num_devices),
-                            num_devices, params, pin)
+                            num_devices, params, pin, scheduler)

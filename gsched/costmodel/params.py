@@ -1,6 +1,18 @@
-"""Cost-model settings and the checks every optimizer shares (SPEC §4, §6).
+"""Cost-model settings and the checks every optimizer shares (SPEC §4, §6, §8).
 
-:class:`CostParams` holds the run-time settings (arrays, so a sweep can ``vmap`` over them);
+Settings come in two kinds:
+
+* **dynamic** — :class:`CostParams`: float32 arrays (``latency``, ``bandwidth``, ``capacity``,
+  and SPEC §8.1's ``hbm_bandwidth``, ``launch_overhead``). They are traced values, so changing
+  them never recompiles and a sweep can ``vmap`` over them. With the defaults (``hbm_bandwidth
+  = inf``, ``launch_overhead = 0``) an op lasts exactly its ``compute_cost``: every result is
+  bit-identical to the §2–§4 model.
+* **static** — the ``scheduler`` (``"list"``, SPEC §2–§4; ``"priority"`` or ``"fifo"``, SPEC
+  §8.2) and ``num_devices``: keyword arguments of the jitted entry points
+  (``gsched.costmodel.evaluate``), because they change the computation itself (a different
+  loop); one compile per bucket, number of devices and scheduler. :func:`check_scheduler`
+  validates one.
+
 ``OBJECTIVES`` are what an optimizer may minimize. The host-side checks turn bad settings into
 errors that name them.
 """
@@ -14,29 +26,49 @@ import numpy as np
 
 Objective = Literal["peak_memory", "runtime"]
 OBJECTIVES = ("peak_memory", "runtime")
+Scheduler = Literal["list", "priority", "fifo"]
+SCHEDULERS = ("list", "priority", "fifo")
 
 
 class CostParams(NamedTuple):
-    """Run-time cost-model settings (SPEC §4); arrays, so a sweep can ``vmap`` over them."""
+    """Run-time (dynamic) cost-model settings (SPEC §4, §8.1); arrays, so a sweep can ``vmap``
+    over them. The scheduler is static: see the module docstring."""
 
     latency: jnp.ndarray | float = 0.0  # time units per transfer
     bandwidth: jnp.ndarray | float = float("inf")  # bytes per time unit
     capacity: jnp.ndarray | float = float("inf")  # bytes per device; inf = no limit
+    hbm_bandwidth: jnp.ndarray | float = float("inf")  # bytes per time unit (§8.1 roofline)
+    launch_overhead: jnp.ndarray | float = 0.0  # time units per kernel (§8.1)
+
+
+def check_scheduler(scheduler) -> str:
+    """Validates a scheduler name (a static setting): ``"list"``, ``"priority"`` or ``"fifo"``."""
+    if not isinstance(scheduler, str) or scheduler not in SCHEDULERS:
+        raise ValueError(f"unknown scheduler {scheduler!r}; expected one of {SCHEDULERS}")
+    return scheduler
 
 
 def check_cost_params(latency: float = 0.0, bandwidth: float = float("inf"),
-                      capacity: float | None = None) -> CostParams:
+                      capacity: float | None = None, *, hbm_bandwidth: float = float("inf"),
+                      launch_overhead: float = 0.0) -> CostParams:
     """Validates cost-model settings on the host, as the float32 values the model will use."""
     with np.errstate(over="ignore", under="ignore"):
         lat, bw = np.float32(latency), np.float32(bandwidth)
         cap = np.float32(np.inf if capacity is None else capacity)
+        hbm, over = np.float32(hbm_bandwidth), np.float32(launch_overhead)
     if not (np.isfinite(lat) and lat >= 0):
         raise ValueError(f"latency must be finite, >= 0 and within float32, got {latency!r}")
     if np.isnan(bw) or not bw > 0:
         raise ValueError(f"bandwidth must be > 0 (inf allowed) within float32, got {bandwidth!r}")
     if capacity is not None and not (np.isfinite(cap) and cap >= 0):
         raise ValueError(f"capacity must be finite, >= 0 and within float32, got {capacity!r}")
-    return CostParams(lat, bw, cap)
+    if np.isnan(hbm) or not hbm > 0:
+        raise ValueError(f"hbm_bandwidth must be > 0 (inf allowed) within float32, "
+                         f"got {hbm_bandwidth!r}")
+    if not (np.isfinite(over) and over >= 0):
+        raise ValueError(f"launch_overhead must be finite, >= 0 and within float32, "
+                         f"got {launch_overhead!r}")
+    return CostParams(lat, bw, cap, hbm, over)
 
 
 def is_int(x) -> bool:

@@ -41,6 +41,8 @@ from gsched.costmodel.params import CostParams
 
 TIME_LO_BITS = 24
 TIME_VALUE_BITS = 49
+BYTES_LO_BITS = 12  # kernel bytes (SPEC §8.1), summed like memory (gsched.costmodel.memory)
+BYTES_VALUE_BITS = 41
 FANOUT_BITS = 5
 FANOUT = 1 << FANOUT_BITS  # tree fan-out, and ranks per leaf word (int32)
 _KEY_BITS = 30  # float32 keys in [0, 1] have bit patterns below 2**30
@@ -89,6 +91,52 @@ def decode_placement(graph: PaddedGraph, keys: jnp.ndarray, num_devices: int,
     producer_device = device[graph.tensor_producer]
     other = jnp.arange(num_devices)[None, :] != producer_device[:, None]
     return Placement(device, has_consumer & other & graph.tensor_mask[:, None])
+
+
+def op_bytes(graph: PaddedGraph) -> jnp.ndarray:
+    """``[N]`` float32: the bytes each op moves (SPEC §8.1): the sizes of the distinct tensors
+    it reads plus the sizes of the tensors it writes (0 for padding).
+
+    Edges are distinct (tensor, consumer) pairs, so summing over an op's edges counts each
+    tensor it reads once. The sums are exact (fixed point in a per-graph unit, as for memory:
+    every op's total is ≤ Σ sizes, since an op never reads its own outputs); only the final
+    conversion to float32 rounds. Depends on the graph alone, so under ``vmap`` over
+    chromosomes it is computed once per graph.
+    """
+    n = graph.op_mask.shape[0]
+    size = jnp.where(graph.tensor_mask, graph.tensor_size, 0.0)
+    unit = fp.choose_unit(jnp.sum(size), BYTES_VALUE_BITS)
+    size_fp = fp.from_float(size, unit, BYTES_LO_BITS)
+
+    def per_op(limb):
+        read = jnp.where(graph.edge_mask, limb[graph.edge_tensor], 0)
+        return (jnp.zeros(n, jnp.int32).at[graph.edge_consumer].add(read)
+                .at[graph.tensor_producer].add(limb))  # padded tensors: 0
+
+    total = fp.normalize(fp.Fixed(per_op(size_fp.hi), per_op(size_fp.lo)), BYTES_LO_BITS)
+    return jnp.where(graph.op_mask, fp.to_float(total, unit, BYTES_LO_BITS), 0.0)
+
+
+def op_durations(graph: PaddedGraph, params: CostParams) -> jnp.ndarray:
+    """``[N]`` float32 kernel time of every op (SPEC §8.1): ``max(compute_cost, bytes /
+    hbm_bandwidth) + launch_overhead`` (0 for padding). With the defaults (``hbm_bandwidth =
+    inf``, ``launch_overhead = 0``) this is exactly ``compute_cost``: ``max(c, 0) + 0 = c``."""
+    memory_time = op_bytes(graph) / params.hbm_bandwidth
+    kernel = jnp.maximum(graph.compute_cost, memory_time) + params.launch_overhead
+    return jnp.where(graph.op_mask, kernel, 0.0)
+
+
+def item_durations(graph: PaddedGraph, placement: Placement, params: CostParams,
+                   num_devices: int) -> jnp.ndarray:
+    """``[V]`` float32 duration of every item: ops by :func:`op_durations`, a transfer
+    ``X(t, d)`` ``latency + size(t) / bandwidth`` (no roofline term, no launch overhead: a
+    copy is not a kernel), 0 for absent transfers and padding."""
+    t = graph.tensor_mask.shape[0]
+    exists = placement.transfer_exists.reshape(-1)  # [T·D]
+    xfer_tensor = jnp.repeat(jnp.arange(t, dtype=jnp.int32), num_devices)
+    xfer_time = params.latency + graph.tensor_size / params.bandwidth
+    return jnp.concatenate([op_durations(graph, params),
+                            jnp.where(exists, xfer_time[xfer_tensor], 0.0)])
 
 
 def item_priorities(keys: jnp.ndarray, num_ops: int, num_devices: int) -> jnp.ndarray:
@@ -313,9 +361,7 @@ def schedule_init(graph: PaddedGraph, keys: jnp.ndarray, placement: Placement,
     producer_device = device[graph.tensor_producer]
     xfer_tensor = jnp.repeat(jnp.arange(t, dtype=jnp.int32), d)
 
-    op_duration = jnp.where(graph.op_mask, graph.compute_cost, 0.0)
-    xfer_time = params.latency + graph.tensor_size / params.bandwidth
-    durations = jnp.concatenate([op_duration, jnp.where(exists, xfer_time[xfer_tensor], 0.0)])
+    durations = item_durations(graph, placement, params, num_devices)
     runtime_bound = jnp.sum(durations)
     unit = fp.choose_unit(runtime_bound, TIME_VALUE_BITS)
     duration = fp.from_float(durations, unit, TIME_LO_BITS)

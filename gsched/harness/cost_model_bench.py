@@ -11,7 +11,11 @@ and device counts ``D``, with compile time reported apart from steady-state time
 * a sweep of the ``chunk`` static argument and of the population size on the reference size
   (500 ops, D = 2 by default);
 * the scaling check: time per evaluation divided by ``N·log₂N``, relative to the reference
-  size (≈ 1 or below means growth no worse than ``N log N``).
+  size (≈ 1 or below means growth no worse than ``N log N``);
+* the schedulers table: SPEC §8.2's event-driven ``priority`` / ``fifo`` schedulers next to
+  the list scheduler (``--schedulers``, ``--scheduler-sizes``; by default at the benchmarked
+  sizes among 500 and 2,000 ops, every ``D``), with the §8.1 roofline on
+  (``hbm_bandwidth`` below) for every mode of that table.
 
 Results are written as a Markdown section of ``docs/benchmarks.md`` (created, or replaced if
 a section with the same title exists; other sections are kept, so CPU and GPU results recorded
@@ -45,7 +49,7 @@ from gsched.costmodel.evaluate import (
     evaluate_population,
     evaluate_population_sharded,
 )
-from gsched.costmodel.params import check_cost_params
+from gsched.costmodel.params import SCHEDULERS, check_cost_params
 from gsched.generators import random_computation_graph
 from gsched.harness.benchmarks import (
     DEFAULT_OUTPUT,
@@ -62,17 +66,28 @@ DEFAULT_CHUNKS = (4, 8, 16)
 DEFAULT_CHUNK = 8  # evaluate_population's default
 REFERENCE_SIZE, REFERENCE_DEVICES = 500, 2
 QUICK = dict(sizes=(20, 50), devices=(1, 2), population=16, repeats=2, chunks=(DEFAULT_CHUNK,),
-             sweep_populations=(), batch_graphs=2)
+             sweep_populations=(), batch_graphs=2, scheduler_sizes=(50,),
+             scheduler_population=16)
+DEFAULT_SCHEDULER_SIZES = (500, 2000)  # those of them in --sizes
 GRAPH_SEED = 0
 # Transfers cost something, so D > 1 exercises the whole model: ~1.1 time units for a median
 # (16 KiB) tensor, against compute costs of LogNormal(0, 1) units.
 LATENCY, BANDWIDTH = 0.1, 16384.0
+# The schedulers table turns the roofline on (SPEC §8.1): a median op then moves ~3 tensors of
+# 16 KiB, ~1.5 time units at this HBM bandwidth, against compute costs of LogNormal(0, 1).
+HBM_BANDWIDTH, LAUNCH_OVERHEAD = 32768.0, 0.01
 
 
-def default_population(num_ops: int, backend: str) -> int:
-    """Population per call: ~0.3–1 s per call on a 2-core CPU, enough parallel work on a GPU."""
-    table = ((100, 1024), (500, 512), (2000, 256), (math.inf, 32)) if backend == "cpu" else \
-        ((100, 65536), (500, 16384), (2000, 4096), (math.inf, 512))
+def default_population(num_ops: int, backend: str, scheduler: str = "list") -> int:
+    """Population per call: ~0.3–1 s per call on a 2-core CPU, enough parallel work on a GPU.
+    The event-driven schedulers cost O(V) per started item (O(V²) per evaluation), so they get
+    smaller populations."""
+    if scheduler != "list":
+        table = ((100, 64), (500, 16), (2000, 4), (math.inf, 1)) if backend == "cpu" else \
+            ((100, 4096), (500, 1024), (2000, 256), (math.inf, 32))
+    else:
+        table = ((100, 1024), (500, 512), (2000, 256), (math.inf, 32)) if backend == "cpu" \
+            else ((100, 65536), (500, 16384), (2000, 4096), (math.inf, 512))
     return next(p for limit, p in table if num_ops <= limit)
 
 
@@ -87,6 +102,8 @@ class Config:
     chunk: int = DEFAULT_CHUNK
     batch: int = 0
     sharded: bool = False  # population split over every device (evaluate_population_sharded)
+    scheduler: str = "list"  # SPEC §2–§4, or §8.2's "priority" / "fifo"
+    roofline: bool = False  # SPEC §8.1 kernel times (HBM_BANDWIDTH, LAUNCH_OVERHEAD)
 
     @property
     def evaluations(self) -> int:
@@ -97,7 +114,9 @@ class Config:
             f"{self.num_ops}-op graph"
         return (f"{graphs}, D={self.num_devices}, P={self.population}"
                 f"{' per graph' if self.batch else ''}, chunk={self.chunk}"
-                f"{f', sharded over {len(jax.devices())} devices' if self.sharded else ''}")
+                f"{f', sharded over {len(jax.devices())} devices' if self.sharded else ''}"
+                f"{f', {self.scheduler} scheduler' if self.scheduler != 'list' else ''}"
+                f"{', roofline' if self.roofline else ''}")
 
 
 @dataclasses.dataclass
@@ -169,9 +188,12 @@ def measure(config: Config, graphs: _Graphs, repeats: int, key: jnp.ndarray) -> 
     shape = ((config.batch,) if config.batch else ()) + \
         (config.population, bucket.chromosome_length(config.num_devices))
     keys = jax.block_until_ready(jax.random.uniform(key, shape, jnp.float32))
-    params = check_cost_params(LATENCY, BANDWIDTH)
+    params = check_cost_params(LATENCY, BANDWIDTH, **(
+        {"hbm_bandwidth": HBM_BANDWIDTH, "launch_overhead": LAUNCH_OVERHEAD}
+        if config.roofline else {}))
     fn = evaluate_batch if config.batch else evaluate_population
-    static = dict(num_devices=config.num_devices, chunk=config.chunk)
+    static = {"num_devices": config.num_devices, "chunk": config.chunk,
+              "scheduler": config.scheduler}
     if config.sharded:
         fn = evaluate_population_sharded
         static["mesh"] = jax.sharding.Mesh(np.array(jax.devices()), ("population",))
@@ -215,7 +237,8 @@ def _row(cells: Sequence[str]) -> str:
 def render(results: dict[Config, Result], main: list[Config], batch: Config | None,
            sharded: Config | None,
            chunk_sweep: list[Config], population_sweep: list[Config], reference_size: int,
-           header_lines: list[str], memory_lines: list[str]) -> str:
+           header_lines: list[str], memory_lines: list[str],
+           scheduler_rows: Sequence[Config] = ()) -> str:
     """The Markdown body of the section (without its ``##`` title)."""
     out = list(header_lines) + [""]
     out.append(f"Graphs: `random_computation_graph(N, seed={GRAPH_SEED})` padded to power-of-two "
@@ -265,6 +288,26 @@ def render(results: dict[Config, Result], main: list[Config], batch: Config | No
                 f"{r.compile_s:.1f} s"
                 + (f" (unsharded, same P: {single.evals_per_s:,.0f} evals/s)." if single
                    else ".")]
+
+    scheduler_rows = [c for c in scheduler_rows if c in results]
+    if scheduler_rows:
+        out += ["", ("**Schedulers** (SPEC §8.2; the list scheduler is SPEC §2–§4). Every row "
+                     f"with the §8.1 roofline on: hbm_bandwidth {HBM_BANDWIDTH:g} B/unit, "
+                     f"launch_overhead {LAUNCH_OVERHEAD:g}; same graphs, latency and bandwidth "
+                     "as above. *vs list* = evals/s of the row / evals/s of the list scheduler "
+                     "at the same N and D."), "",
+                _row(["scheduler", "N ops", "bucket N/T/E", "D", "P", "compile s", "ms/call",
+                      "evals/s", "µs/eval", "vs list"]), _row(["---"] * 10)]
+        for cfg in scheduler_rows:
+            r = results[cfg]
+            base = next((results[c] for c in scheduler_rows if c.scheduler == "list"
+                         and c.num_ops == cfg.num_ops and c.num_devices == cfg.num_devices),
+                        None)
+            out.append(_row([
+                cfg.scheduler, f"{cfg.num_ops:,}", "/".join(f"{x:,}" for x in r.bucket),
+                str(cfg.num_devices), f"{cfg.population:,}", f"{r.compile_s:.1f}",
+                f"{1e3 * r.median_s:,.1f}", f"{r.evals_per_s:,.0f}", f"{r.us_per_eval:,.1f}",
+                "—" if base is None else f"{r.evals_per_s / base.evals_per_s:.3g}×"]))
 
     for title, sweep, what in (("`chunk` sweep", chunk_sweep, "chunk"),
                                ("Population sweep", population_sweep, "P")):
@@ -333,8 +376,18 @@ def parse_args(argv: Sequence[str]) -> argparse.Namespace:
     p.add_argument("--reference-size", type=int, default=REFERENCE_SIZE,
                    help="size for the scaling column and the sweeps (default 500; the nearest "
                         "benchmarked size is used if absent)")
+    p.add_argument("--schedulers", type=_parse_schedulers, default=SCHEDULERS,
+                   help="schedulers of the schedulers table, e.g. list,priority,fifo "
+                        "(the default; '' for no table)")
+    p.add_argument("--scheduler-sizes", type=parse_int_list,
+                   help="graph sizes of the schedulers table (default: those of --sizes among "
+                        "500,2000)")
+    p.add_argument("--scheduler-population", type=int,
+                   help="chromosomes per call in the schedulers table (default: by size, "
+                        "backend and scheduler)")
     p.add_argument("--quick", action="store_true",
-                   help="tiny smoke run: sizes 20,50, D 1,2, P 16, 2 repeats, no sweeps")
+                   help="tiny smoke run: sizes 20,50, D 1,2, P 16, 2 repeats, no sweeps, "
+                        "schedulers table at 50 ops with P 16")
     p.add_argument("--output", type=Path, default=DEFAULT_OUTPUT,
                    help="Markdown file to update (default docs/benchmarks.md)")
     p.add_argument("--section-title",
@@ -342,15 +395,28 @@ def parse_args(argv: Sequence[str]) -> argparse.Namespace:
     args = p.parse_args(list(argv))
     defaults = QUICK if args.quick else dict(
         sizes=DEFAULT_SIZES, devices=DEFAULT_DEVICES, population=None, repeats=3,
-        chunks=DEFAULT_CHUNKS, sweep_populations=None, batch_graphs=8)
+        chunks=DEFAULT_CHUNKS, sweep_populations=None, batch_graphs=8, scheduler_sizes=None,
+        scheduler_population=None)
     for name, value in defaults.items():
         if getattr(args, name) is None:
             setattr(args, name, value)
-    if args.repeats < 1 or (args.population is not None and args.population < 1):
-        p.error("--repeats and --population must be >= 1")
+    if args.scheduler_sizes is None:
+        args.scheduler_sizes = tuple(n for n in DEFAULT_SCHEDULER_SIZES if n in args.sizes)
+    if args.repeats < 1 or (args.population is not None and args.population < 1) or \
+            (args.scheduler_population is not None and args.scheduler_population < 1):
+        p.error("--repeats, --population and --scheduler-population must be >= 1")
     if not args.sizes or not args.devices or min(args.sizes + args.devices) < 1:
         p.error("--sizes and --devices need positive values")
     return args
+
+
+def _parse_schedulers(text: str) -> tuple[str, ...]:
+    names = tuple(x for x in text.replace(" ", "").split(",") if x)
+    bad = [x for x in names if x not in SCHEDULERS]
+    if bad:
+        raise argparse.ArgumentTypeError(f"unknown scheduler {bad[0]!r}; expected some of "
+                                         f"{','.join(SCHEDULERS)}")
+    return tuple(dict.fromkeys(names))
 
 
 def main(argv: Sequence[str] | None = None) -> dict[Config, Result]:
@@ -383,10 +449,14 @@ def main(argv: Sequence[str] | None = None) -> dict[Config, Result]:
     if sweep_ps and ref_p not in sweep_ps:
         sweep_ps = tuple(sorted(set(sweep_ps) | {ref_p}))
     pop_cfgs = [Config(ref_n, ref_d, p) for p in sorted(set(sweep_ps))]
+    scheduler_cfgs = [
+        Config(n, d, args.scheduler_population or default_population(n, backend, s),
+               scheduler=s, roofline=True)
+        for n in args.scheduler_sizes for d in args.devices for s in args.schedulers]
 
     todo = list(dict.fromkeys(main_cfgs + ([batch_cfg] if batch_cfg else [])
                               + ([sharded_cfg] if sharded_cfg else [])
-                              + chunk_cfgs + pop_cfgs))
+                              + chunk_cfgs + pop_cfgs + scheduler_cfgs))
     log(f"[bench] backend {backend} ({device_kind}); {len(todo)} configs; output {args.output}, "
          f"section '{title}'")
     header = section_header("eval.bench_cost_model", argv)
@@ -415,7 +485,8 @@ def main(argv: Sequence[str] | None = None) -> dict[Config, Result]:
         memory.append(f"- Device peak memory in use: {stats} MiB")
     memory.append(f"- Total benchmark wall time: {time.perf_counter() - start:.0f} s")
     body = render(results, main_cfgs, batch_cfg, sharded_cfg, chunk_cfgs if len(chunk_cfgs) > 1 else [],
-                  pop_cfgs if len(pop_cfgs) > 1 else [], ref_n, header, memory)
+                  pop_cfgs if len(pop_cfgs) > 1 else [], ref_n, header, memory,
+                  scheduler_cfgs)
     write_section(args.output, title, body)
     log(f"[bench] wrote section '{title}' to {args.output}")
     print(f"## {title}\n\n{body}")
