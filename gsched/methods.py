@@ -30,6 +30,7 @@ from gsched.search import brkga
 from gsched.search import local as local_search
 from gsched.search import random as random_search
 from gsched.search import tuned as tuning
+from gsched.infra import resources
 from gsched.search.common import SearchResult
 
 PLUGINS = (regal, topoformer)  # packages exporting METHODS
@@ -163,6 +164,17 @@ def _compiled(runner: Callable, num_devices: int, budget: int, objective: str, s
 def _runner(name: str, options: tuple) -> Callable:
     """Built runners are cached so the compiled search is too (same function object)."""
     return METHODS[name].build(**dict(options))
+
+
+def release_compiled(only_if_crowded: bool = False) -> bool:
+    """Drops the compiled searches (this module's and JAX's caches) so their memory mappings
+    are freed (:mod:`gsched.infra.resources`: a process holds ~60 such executables at most);
+    with ``only_if_crowded``, only when the process nears the mapping cap. Returns whether it
+    dropped them."""
+    if only_if_crowded:
+        return resources.release_if_crowded(_compiled)
+    resources.release_compiled(_compiled)
+    return True
 
 
 def _row(graph: Graph, fields: dict, objective: str, evals_used: int, info=None) -> dict:

@@ -1,10 +1,22 @@
-"""Test configuration: markers. Shared graphs and paths live in ``tests/graphs.py`` (one
-definition each), so tests land on a few standard buckets and the schedule loop and the BRKGA
-scan compile once per bucket across files (JAX caches compilations per shape)."""
+"""Test configuration: markers, and compiled executables released after every test module
+(see the fixture). Shared graphs and paths live in ``tests/graphs.py``, one definition each."""
 
 from __future__ import annotations
+
+import pytest
+
+from gsched.methods import release_compiled
 
 
 def pytest_configure(config):
     config.addinivalue_line("markers", "subprocess: starts Python subprocesses (slower; "
                                        "`-m 'not subprocess'` leaves them out)")
+
+
+@pytest.fixture(autouse=True, scope="module")
+def _release_compiled_executables():
+    """Each XLA:CPU executable holds ~1,000 memory mappings and Linux allows 65,530 per
+    process: the whole suite in one process crashed inside XLA's compiler (segfault / abort,
+    seen in a CI dry run). Executables are dropped after every test module."""
+    yield
+    release_compiled()

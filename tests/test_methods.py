@@ -65,3 +65,30 @@ def test_bad_settings_name_the_problem(monkeypatch):
                                                       lambda: None, max_devices=1))
     with pytest.raises(ValueError, match="supports at most 1 device"):
         optimize("one_device", GRAPHS, num_devices=2, budget=1)
+
+
+def test_release_compiled_frees_executables_and_recompiles_after():
+    """Long runs drop compiled executables (their memory mappings, gsched.infra.resources)."""
+    import jax
+    import jax.numpy as jnp
+
+    from gsched.infra import resources
+    from gsched.methods import release_compiled
+
+    traces = []
+
+    @jax.jit
+    def f(x):
+        traces.append(1)
+        return x + 1
+
+    f(jnp.ones(3))
+    f(jnp.ones(3))
+    assert len(traces) == 1
+    assert release_compiled()
+    f(jnp.ones(3))
+    assert len(traces) == 2  # compiled again
+    if resources.map_limit() is not None:  # Linux
+        assert 0 < resources.mapped_regions() < resources.map_limit()
+        assert resources.release_if_crowded(fraction=0.0)
+        assert not resources.release_if_crowded(fraction=1.0)

@@ -47,7 +47,7 @@ from gsched.harness.units import Unit, cell_hash, search_batch, units
 from gsched.infra.distributed import barrier
 from gsched.infra.progress import Progress
 from gsched.infra.progress import log as default_log
-from gsched.methods import Outcome, optimize
+from gsched.methods import Outcome, optimize, release_compiled
 
 DROPPED = ("placement", "order")  # per-graph solutions are not kept in the table
 
@@ -135,6 +135,7 @@ def run_sweep(config: Config, out: str | os.PathLike, *, resume: bool = False,
                                budget=unit.budget, objective=unit.objective.name,
                                cost_params=params, seed=unit.seed, options=unit.run.options,
                                mesh=mesh)
+            release_compiled(only_if_crowded=True)  # long sweeps: free XLA's mappings
             rows = unit_rows(unit, outcome, digest, params, len(graphs))
             results.write(format_rows(rows))
             results.flush()
