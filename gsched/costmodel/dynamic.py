@@ -63,12 +63,12 @@ from gsched.core.padding import PaddedGraph
 from gsched.costmodel.params import CostParams
 from gsched.costmodel.schedule import (
     TIME_LO_BITS,
-    TIME_VALUE_BITS,
     Placement,
     Schedule,
     entry_items,
-    item_durations,
+    fixed_durations,
     item_priorities,
+    op_indegrees,
     rank_items,
 )
 
@@ -128,19 +128,11 @@ def dynamic_init(graph: PaddedGraph, keys: jnp.ndarray, placement: Placement,
     xfer_tensor = jnp.repeat(jnp.arange(t, dtype=jnp.int32), d)
     xfer_device = jnp.tile(jnp.arange(d, dtype=jnp.int32), t)
 
-    durations = item_durations(graph, placement, params, d)
-    runtime_bound = jnp.sum(durations)
-    unit = fp.choose_unit(runtime_bound, TIME_VALUE_BITS)
-    duration = fp.from_float(durations, unit, TIME_LO_BITS)
+    duration, unit, runtime_bound = fixed_durations(graph, placement, params, d)
 
-    # Dependencies in the extended graph (as the list scheduler counts them): one per
-    # same-device producer op, one per incoming transfer; a transfer depends on its producer.
-    same_device_pair = graph.pair_mask & (device[graph.pair_producer]
-                                          == device[graph.pair_consumer])
-    cross_device_edge = graph.edge_mask & (producer_device[graph.edge_tensor]
-                                           != device[graph.edge_consumer])
-    op_indegree = (jnp.zeros(n, jnp.int32).at[graph.pair_consumer].add(same_device_pair)
-                   .at[graph.edge_consumer].add(cross_device_edge))
+    # Dependencies in the extended graph (as the list scheduler counts them; a transfer
+    # depends on its producer).
+    op_indegree = op_indegrees(graph, placement)
     # Padded ops never become known (absent transfers are never activated: count stays 1).
     op_indegree = jnp.where(graph.op_mask, op_indegree, 1)
     indegree = jnp.concatenate([op_indegree, jnp.ones(t * d, jnp.int32)])

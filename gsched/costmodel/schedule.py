@@ -324,6 +324,29 @@ def entry_items(graph: PaddedGraph, num_devices: int) -> tuple[jnp.ndarray, ...]
             jnp.concatenate([op_end, xfer_end]))
 
 
+def fixed_durations(graph: PaddedGraph, placement: Placement, params: CostParams,
+                    num_devices: int) -> tuple[fp.Fixed, jnp.ndarray, jnp.ndarray]:
+    """Every item's duration (:func:`item_durations`) in exact fixed point ``[V]``, with the
+    time unit chosen for their sum and that sum (an upper bound on any schedule's runtime)."""
+    durations = item_durations(graph, placement, params, num_devices)
+    runtime_bound = jnp.sum(durations)
+    unit = fp.choose_unit(runtime_bound, TIME_VALUE_BITS)
+    return fp.from_float(durations, unit, TIME_LO_BITS), unit, runtime_bound
+
+
+def op_indegrees(graph: PaddedGraph, placement: Placement) -> jnp.ndarray:
+    """``[N]`` in-degree of each op in the extended graph: one per same-device producer op,
+    one per incoming transfer."""
+    device = placement.device
+    producer_device = device[graph.tensor_producer]
+    same_device_pair = graph.pair_mask & (device[graph.pair_producer]
+                                          == device[graph.pair_consumer])
+    cross_device_edge = graph.edge_mask & (producer_device[graph.edge_tensor]
+                                           != device[graph.edge_consumer])
+    return (jnp.zeros(graph.op_mask.shape[0], jnp.int32).at[graph.pair_consumer]
+            .add(same_device_pair).at[graph.edge_consumer].add(cross_device_edge))
+
+
 class ScheduleTables(NamedTuple):
     """Per-chromosome tables the schedule loop reads, indexed by rank where they describe
     items, packed in rows so that one gather fetches what a step needs."""
@@ -361,18 +384,8 @@ def schedule_init(graph: PaddedGraph, keys: jnp.ndarray, placement: Placement,
     producer_device = device[graph.tensor_producer]
     xfer_tensor = jnp.repeat(jnp.arange(t, dtype=jnp.int32), d)
 
-    durations = item_durations(graph, placement, params, num_devices)
-    runtime_bound = jnp.sum(durations)
-    unit = fp.choose_unit(runtime_bound, TIME_VALUE_BITS)
-    duration = fp.from_float(durations, unit, TIME_LO_BITS)
-
-    # In-degrees in the extended graph: one per same-device producer op, one per transfer.
-    same_device_pair = graph.pair_mask & (device[graph.pair_producer]
-                                          == device[graph.pair_consumer])
-    cross_device_edge = graph.edge_mask & (producer_device[graph.edge_tensor]
-                                           != device[graph.edge_consumer])
-    op_indegree = (jnp.zeros(n, jnp.int32).at[graph.pair_consumer].add(same_device_pair)
-                   .at[graph.edge_consumer].add(cross_device_edge))
+    duration, unit, runtime_bound = fixed_durations(graph, placement, params, num_devices)
+    op_indegree = op_indegrees(graph, placement)
     indegree = jnp.concatenate([op_indegree, jnp.ones(t * d, jnp.int32)])
     ready0 = jnp.concatenate([graph.op_mask & (op_indegree == 0), jnp.zeros(t * d, bool)])
 
