@@ -124,11 +124,11 @@ def parse_shape(text: str, pos: int, line: int) -> tuple[object, int]:
     return ("array", dtype, tuple(dims)), pos
 
 
-def _skip_balanced(text: str, pos: int, line: int) -> int:
-    pairs = {"{": "}", "(": ")", "[": "]"}
-    stack = []
-    i = pos
-    in_string = False
+def _unquoted(text: str, pos: int = 0):
+    """``(index, char)`` of every character of ``text`` from ``pos`` that is outside a
+    double-quoted string (quotes and escaped characters skipped), and at the end whether a
+    string was left open, as ``(len(text), None)`` or ``(len(text), '"')``."""
+    i, in_string = pos, False
     while i < len(text):
         c = text[i]
         if in_string:
@@ -138,15 +138,25 @@ def _skip_balanced(text: str, pos: int, line: int) -> int:
                 in_string = False
         elif c == '"':
             in_string = True
-        elif c in pairs:
+        else:
+            yield i, c
+        i += 1
+    yield len(text), '"' if in_string else None
+
+
+def _skip_balanced(text: str, pos: int, line: int) -> int:
+    """The index just past the bracket group that opens at ``text[pos]``."""
+    pairs = {"{": "}", "(": ")", "[": "]"}
+    stack = []
+    for i, c in _unquoted(text, pos):
+        if c in pairs:
             stack.append(pairs[c])
         elif stack and c == stack[-1]:
             stack.pop()
             if not stack:
                 return i + 1
-        elif c in ")}]":
+        elif c is not None and c in ")}]":
             _fail(line, f"unbalanced {c!r} at column {i + 1}")
-        i += 1
     _fail(line, f"unclosed {text[pos]!r} at column {pos + 1}")
 
 
@@ -172,16 +182,11 @@ _OPCODE = re.compile(r"\s*([a-z][a-z0-9\-_$]*)\(")
 
 def _split_top(text: str, line: int) -> list[str]:
     """Splits at top-level commas (outside brackets and strings)."""
-    parts, depth, start, in_string, i = [], 0, 0, False, 0
-    while i < len(text):
-        c = text[i]
-        if in_string:
-            if c == "\\":
-                i += 1
-            elif c == '"':
-                in_string = False
-        elif c == '"':
-            in_string = True
+    parts, depth, start = [], 0, 0
+    for i, c in _unquoted(text):
+        if i == len(text):
+            if depth or c is not None:
+                _fail(line, "unbalanced brackets or quotes in the attributes")
         elif c in "{([":
             depth += 1
         elif c in "})]":
@@ -189,9 +194,6 @@ def _split_top(text: str, line: int) -> list[str]:
         elif c == "," and depth == 0:
             parts.append(text[start:i])
             start = i + 1
-        i += 1
-    if depth or in_string:
-        _fail(line, "unbalanced brackets or quotes in the attributes")
     parts.append(text[start:])
     return [p.strip() for p in parts if p.strip()]
 
