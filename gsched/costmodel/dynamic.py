@@ -72,7 +72,6 @@ from gsched.costmodel.schedule import (
     rank_items,
 )
 
-DYNAMIC_SCHEDULERS = ("priority", "fifo")
 _BIG = jnp.iinfo(jnp.int32).max
 
 
@@ -109,12 +108,6 @@ class DynamicSchedule(NamedTuple):
     schedule: Schedule
     start: jnp.ndarray  # [V] float32 start time of each item, −1 if it never runs
     end: jnp.ndarray  # [V] float32 end time of each item, −1 if it never runs
-
-
-def check_dynamic_scheduler(scheduler: str) -> None:
-    if scheduler not in DYNAMIC_SCHEDULERS:
-        raise ValueError(f"dynamic scheduler must be one of {DYNAMIC_SCHEDULERS}, "
-                         f"got {scheduler!r}")
 
 
 def dynamic_init(graph: PaddedGraph, keys: jnp.ndarray, placement: Placement,

@@ -26,7 +26,6 @@ import numpy as np
 
 Objective = Literal["peak_memory", "runtime"]
 OBJECTIVES = ("peak_memory", "runtime")
-Scheduler = Literal["list", "priority", "fifo"]
 SCHEDULERS = ("list", "priority", "fifo")
 
 
