@@ -28,9 +28,11 @@ class Bucket(NamedTuple):
     num_tensors: int
     num_edges: int
 
-    def chromosome_length(self, num_devices: int) -> int:
-        """Padded SPEC §2 layout: ``N·D + N + T·D`` with the bucket's sizes."""
-        return self.num_ops * (num_devices + 1) + self.num_tensors * num_devices
+    def chromosome_length(self, num_devices: int, fusion: bool = False) -> int:
+        """Padded SPEC §2 layout: ``N·D + N + T·D`` with the bucket's sizes, ``+ N`` fusion keys
+        with ``fusion`` (SPEC §8.3)."""
+        base = self.num_ops * (num_devices + 1) + self.num_tensors * num_devices
+        return base + self.num_ops if fusion else base
 
 
 class PaddedGraph(NamedTuple):
@@ -170,16 +172,25 @@ def batch_graphs(graphs: Sequence[Graph], bucket: Bucket | None = None) -> Padde
 
 
 def pad_keys(keys: np.ndarray, graph: Graph, bucket: Bucket, num_devices: int) -> np.ndarray:
-    """Places a real chromosome (SPEC §2 layout, ``[..., N·D + N + T·D]``) into the padded
-    layout of ``bucket``; padding genes are 0."""
+    """Places a real chromosome (SPEC §2 layout ``[..., N·D + N + T·D]``, or §8.3's with ``N``
+    fusion keys more) into the padded layout of ``bucket``; padding genes are 0."""
     keys = np.asarray(keys, np.float32)
     n, t, d = graph.num_ops, graph.num_tensors, num_devices
     nb, tb = bucket.num_ops, bucket.num_tensors
+    base = n * (d + 1) + t * d
+    if keys.shape[-1] not in (base, base + n):
+        raise ValueError(f"chromosome length {keys.shape[-1]} is neither N·D + N + T·D = {base} "
+                         f"nor, with fusion keys, {base + n}")
     lead = keys.shape[:-1]
     aff = np.zeros(lead + (nb, d), np.float32)
     prio = np.zeros(lead + (nb,), np.float32)
     xfer = np.zeros(lead + (tb, d), np.float32)
     aff[..., :n, :] = keys[..., : n * d].reshape(lead + (n, d))
     prio[..., :n] = keys[..., n * d: n * d + n]
-    xfer[..., :t, :] = keys[..., n * d + n:].reshape(lead + (t, d))
-    return np.concatenate([aff.reshape(lead + (-1,)), prio, xfer.reshape(lead + (-1,))], -1)
+    xfer[..., :t, :] = keys[..., n * d + n: base].reshape(lead + (t, d))
+    parts = [aff.reshape(lead + (-1,)), prio, xfer.reshape(lead + (-1,))]
+    if keys.shape[-1] == base + n:
+        fuse = np.zeros(lead + (nb,), np.float32)
+        fuse[..., :n] = keys[..., base:]
+        parts.append(fuse)
+    return np.concatenate(parts, -1)

@@ -7,7 +7,9 @@ optimizer minimizes. Host-side wrappers live in :mod:`gsched.costmodel.host`.
 The static keyword ``scheduler`` picks the schedule: ``"list"`` (SPEC §2–§4, the priority list
 schedule of :mod:`gsched.costmodel.schedule`, the default) or ``"priority"`` / ``"fifo"`` (SPEC
 §8.2's event-driven schedulers, :mod:`gsched.costmodel.dynamic`); every entry point compiles once
-per bucket, number of devices and scheduler. SPEC §8.1's roofline parameters are dynamic
+per bucket, number of devices and scheduler. The static keyword ``fusion`` turns on SPEC §8.3
+(chromosomes ``N`` keys longer; :mod:`gsched.costmodel.fusion` contracts each chromosome's graph
+before scheduling). SPEC §8.1's roofline parameters and §8.3's ``fusion_capacity`` are dynamic
 (``CostParams``) and apply to every scheduler.
 """
 
@@ -22,7 +24,14 @@ import jax.numpy as jnp
 from gsched.core.padding import PaddedGraph
 from gsched.costmodel.dynamic import dynamic_init, dynamic_result, dynamic_step
 from gsched.costmodel.memory import peak_memory
-from gsched.costmodel.params import OBJECTIVES, CostParams, Objective, check_scheduler
+from gsched.costmodel.fusion import contract, fusion_roots
+from gsched.costmodel.params import (
+    OBJECTIVES,
+    CostParams,
+    Objective,
+    check_fusion,
+    check_scheduler,
+)
 from gsched.costmodel.schedule import (
     decode_placement,
     schedule_init,
@@ -46,6 +55,8 @@ class Evaluation(NamedTuple):
     # Dynamic schedulers only (``None`` for "list"): per item (padded item ids, like ``order``)
     start: jnp.ndarray | None = None  # [V] float32 start time, −1 for items that never run
     end: jnp.ndarray | None = None  # [V] float32 end time, −1 for items that never run
+    # Fusion only (``None`` without): the root of each op's fusion group, −1 for padding
+    fusion: jnp.ndarray | None = None  # [N] int32
 
 
 def _lift(fn, graph_batched: tuple[bool, ...]):
@@ -59,19 +70,33 @@ def _lift(fn, graph_batched: tuple[bool, ...]):
 
 def _evaluate(graph: PaddedGraph, pinned, params: CostParams, keys: jnp.ndarray,
               num_devices: int, chunk: int, graph_batched: tuple[bool, ...],
-              scheduler: str = "list") -> Evaluation:
+              scheduler: str = "list", fusion: bool = False) -> Evaluation:
     """Evaluates ``keys [*batch, L]``. The schedule's ``while_loop`` runs *outside* the vmaps
     with an unbatched predicate ("any chromosome unfinished"), so the loop state is updated in
-    place instead of being copied by a per-iteration select, as vmap-of-while_loop would do."""
+    place instead of being copied by a per-iteration select, as vmap-of-while_loop would do.
+
+    With ``fusion`` each chromosome first contracts its graph (:mod:`gsched.costmodel.fusion`);
+    the contracted graph, of the same bucket, is what the schedule and the memory walk read."""
     check_scheduler(scheduler)
+    fusion = check_fusion(fusion)
     dynamic = scheduler != "list"
+    base = graph.bucket.chromosome_length(num_devices)
+    want = graph.bucket.chromosome_length(num_devices, fusion)
+    if keys.shape[-1] != want:
+        layout = "N·D + N + T·D + N (fusion on)" if fusion else "N·D + N + T·D"
+        raise ValueError(f"chromosome length {keys.shape[-1]} != {want} = {layout} of the "
+                         f"padded bucket {tuple(graph.bucket)} with D = {num_devices}")
 
     def init(g, pin, prm, k):
         k = jnp.asarray(k, jnp.float32)
-        placement = decode_placement(g, k, num_devices, pin)
-        if dynamic:
-            return placement, dynamic_init(g, k, placement, prm, num_devices)
-        return placement, schedule_init(g, k, placement, prm, num_devices)
+        placement, root = decode_placement(g, k[:base], num_devices, pin), None
+        if fusion:  # members keep their (root's) device; transfers are the kernels'
+            root = fusion_roots(g, placement.device, k[base:], prm.fusion_capacity)
+            g = contract(g, root)
+            placement = decode_placement(g, k[:base], num_devices, pin)._replace(
+                device=placement.device)
+        init_loop = dynamic_init if dynamic else schedule_init
+        return (placement, g, root), init_loop(g, k[:base], placement, prm, num_devices)
 
     def step(g, pin, prm, tables_and_state):
         tables, state = tables_and_state
@@ -80,13 +105,13 @@ def _evaluate(graph: PaddedGraph, pinned, params: CostParams, keys: jnp.ndarray,
         return tables, schedule_step(tables, state, num_devices, chunk)
 
     def finish(g, pin, prm, x):
-        placement, (tables, state) = x
+        (placement, program, root), (tables, state) = x
         start = end = None
         if dynamic:
             schedule, start, end = dynamic_result(tables, state)
         else:
             schedule = schedule_result(tables, state)
-        memory = peak_memory(g, placement, schedule, prm.capacity, num_devices)
+        memory = peak_memory(program, placement, schedule, prm.capacity, num_devices)
         return Evaluation(
             placement=jnp.where(g.op_mask, placement.device, -1),
             order=schedule.order,
@@ -99,61 +124,70 @@ def _evaluate(graph: PaddedGraph, pinned, params: CostParams, keys: jnp.ndarray,
             runtime_bound=schedule.runtime_bound,
             start=start,
             end=end,
+            fusion=None if root is None else jnp.where(g.op_mask, root, -1),
         )
 
     graph, params = jax.tree.map(jnp.asarray, (graph, params))
-    placement, loop = _lift(init, graph_batched)(graph, pinned, params, keys)
+    aux, loop = _lift(init, graph_batched)(graph, pinned, params, keys)
     batched_step = _lift(step, graph_batched)
     loop = jax.lax.while_loop(lambda x: ~jnp.all(x[1].done),
                               lambda x: batched_step(graph, pinned, params, x), loop)
-    return _lift(finish, graph_batched)(graph, pinned, params, (placement, loop))
+    return _lift(finish, graph_batched)(graph, pinned, params, (aux, loop))
 
 
 def evaluate(graph: PaddedGraph, keys: jnp.ndarray, params: CostParams = CostParams(),
              *, num_devices: int, pinned: jnp.ndarray | None = None,
-             chunk: int = 8, scheduler: str = "list") -> Evaluation:
-    """Decodes and scores one chromosome ``keys`` (``[N·D + N + T·D]``, padded layout).
+             chunk: int = 8, scheduler: str = "list", fusion: bool = False) -> Evaluation:
+    """Decodes and scores one chromosome ``keys`` (``[N·D + N + T·D]``, padded layout, ``+ N``
+    fusion keys with ``fusion``).
 
     ``scheduler``: ``"list"`` (SPEC §2–§4), ``"priority"`` or ``"fifo"`` (SPEC §8.2; the
-    evaluation then also holds each item's ``start`` and ``end`` time). Pure and traceable;
+    evaluation then also holds each item's ``start`` and ``end`` time). ``fusion``: SPEC §8.3
+    (the evaluation then holds each op's group ``root``; a fused kernel is the item of its
+    root). Pure and traceable;
     prefer :func:`evaluate_population` / :func:`evaluate_batch` for many chromosomes
     (``jax.vmap`` of this function works but copies the loop state every step).
     """
-    return _evaluate(graph, pinned, params, keys, num_devices, chunk, (), scheduler)
+    return _evaluate(graph, pinned, params, keys, num_devices, chunk, (), scheduler, fusion)
 
 
-@functools.partial(jax.jit, static_argnames=("num_devices", "chunk", "scheduler"))
+_STATIC = ("num_devices", "chunk", "scheduler", "fusion")
+
+
+@functools.partial(jax.jit, static_argnames=_STATIC)
 def evaluate_population(graph: PaddedGraph, keys: jnp.ndarray,
                         params: CostParams = CostParams(), *, num_devices: int,
                         pinned: jnp.ndarray | None = None, chunk: int = 8,
-                        scheduler: str = "list") -> Evaluation:
+                        scheduler: str = "list", fusion: bool = False) -> Evaluation:
     """``keys [P, L]`` on one graph → an :class:`Evaluation` with leading axis ``[P]``.
 
-    ``pinned`` (``[N]`` int32, −1 = free) fixes ops to devices; ``scheduler`` as in
-    :func:`evaluate` (static: one compile per bucket, ``num_devices`` and scheduler).
+    ``pinned`` (``[N]`` int32, −1 = free) fixes ops to devices; ``scheduler`` and ``fusion`` as
+    in :func:`evaluate` (static: one compile per bucket, ``num_devices``, scheduler and fusion).
     """
-    return _evaluate(graph, pinned, params, keys, num_devices, chunk, (False,), scheduler)
+    return _evaluate(graph, pinned, params, keys, num_devices, chunk, (False,), scheduler,
+                     fusion)
 
 
-@functools.partial(jax.jit, static_argnames=("num_devices", "chunk", "scheduler"))
+@functools.partial(jax.jit, static_argnames=_STATIC)
 def evaluate_batch(graphs: PaddedGraph, keys: jnp.ndarray, params: CostParams = CostParams(),
                    *, num_devices: int, pinned: jnp.ndarray | None = None,
-                   chunk: int = 8, scheduler: str = "list") -> Evaluation:
+                   chunk: int = 8, scheduler: str = "list", fusion: bool = False) -> Evaluation:
     """``graphs`` with leading axis ``[B]``, ``keys [B, P, L]`` → leading axes ``[B, P]``.
 
-    ``pinned``, if given, is ``[B, N]``; ``scheduler`` as in :func:`evaluate`.
+    ``pinned``, if given, is ``[B, N]``; ``scheduler`` and ``fusion`` as in :func:`evaluate`.
     """
     return _evaluate(graphs, pinned, params, keys, num_devices, chunk, (True, False),
-                     scheduler)
+                     scheduler, fusion)
 
 
 @functools.cache
 def _sharded_population_fn(mesh: jax.sharding.Mesh, axis: str, num_devices: int, chunk: int,
-                           scheduler: str):
+                           scheduler: str, fusion: bool):
     spec = jax.sharding.PartitionSpec
 
     def local(graph, keys, params, pinned):
-        return _evaluate(graph, pinned, params, keys, num_devices, chunk, (False,), scheduler)
+        return _evaluate(graph, pinned, params, keys, num_devices, chunk, (False,), scheduler,
+                         fusion)
 
     return jax.jit(jax.shard_map(local, mesh=mesh, in_specs=(spec(), spec(axis), spec(), spec()),
                                  out_specs=spec(axis), check_vma=False))
@@ -163,21 +197,23 @@ def evaluate_population_sharded(graph: PaddedGraph, keys: jnp.ndarray,
                                 params: CostParams = CostParams(), *, num_devices: int,
                                 mesh: jax.sharding.Mesh, axis: str | None = None,
                                 pinned: jnp.ndarray | None = None,
-                                chunk: int = 8, scheduler: str = "list") -> Evaluation:
+                                chunk: int = 8, scheduler: str = "list",
+                                fusion: bool = False) -> Evaluation:
     """:func:`evaluate_population` with the population split over ``mesh``'s devices.
 
     Each device runs its own schedule loop on its share (no per-step communication), so on a
     CPU with ``--xla_force_host_platform_device_count=<cores>`` every core works on separate
     chromosomes. ``P`` must be divisible by the mesh size along ``axis`` (default: the mesh's
-    first axis). Compiles once per (mesh, bucket, number of devices, scheduler).
+    first axis). Compiles once per (mesh, bucket, number of devices, scheduler, fusion).
     """
     check_scheduler(scheduler)
+    fusion = check_fusion(fusion)
     axis = axis or mesh.axis_names[0]
     if keys.shape[0] % mesh.shape[axis]:
         raise ValueError(f"population {keys.shape[0]} is not divisible by the {mesh.shape[axis]} "
                          f"devices of mesh axis {axis!r}")
     pinned = jnp.full(graph.op_mask.shape, -1, jnp.int32) if pinned is None else pinned
-    fn = _sharded_population_fn(mesh, axis, num_devices, chunk, scheduler)
+    fn = _sharded_population_fn(mesh, axis, num_devices, chunk, scheduler, fusion)
     return fn(graph, keys, jax.tree.map(jnp.asarray, params), pinned)
 
 

@@ -3,15 +3,16 @@
 Settings come in two kinds:
 
 * **dynamic** — :class:`CostParams`: float32 arrays (``latency``, ``bandwidth``, ``capacity``,
-  and SPEC §8.1's ``hbm_bandwidth``, ``launch_overhead``). They are traced values, so changing
-  them never recompiles and a sweep can ``vmap`` over them. With the defaults (``hbm_bandwidth
+  SPEC §8.1's ``hbm_bandwidth``, ``launch_overhead`` and §8.3's ``fusion_capacity``). They are
+  traced values, so changing them never recompiles and a sweep can ``vmap`` over them. With the defaults (``hbm_bandwidth
   = inf``, ``launch_overhead = 0``) an op lasts exactly its ``compute_cost``: every result is
   bit-identical to the §2–§4 model.
 * **static** — the ``scheduler`` (``"list"``, SPEC §2–§4; ``"priority"`` or ``"fifo"``, SPEC
-  §8.2) and ``num_devices``: keyword arguments of the jitted entry points
-  (``gsched.costmodel.evaluate``), because they change the computation itself (a different
-  loop); one compile per bucket, number of devices and scheduler. :func:`check_scheduler`
-  validates one.
+  §8.2), ``fusion`` (SPEC §8.3: on or off) and ``num_devices``: keyword arguments of the jitted
+  entry points (``gsched.costmodel.evaluate``), because they change the computation itself (a
+  different loop, a longer chromosome); one compile per bucket, number of devices, scheduler and
+  fusion. :func:`check_scheduler` and :func:`check_fusion` validate them. ``fusion_capacity``
+  (§8.3, bytes) is dynamic, in ``CostParams``.
 
 ``OBJECTIVES`` are what an optimizer may minimize. The host-side checks turn bad settings into
 errors that name them.
@@ -38,6 +39,7 @@ class CostParams(NamedTuple):
     capacity: jnp.ndarray | float = float("inf")  # bytes per device; inf = no limit
     hbm_bandwidth: jnp.ndarray | float = float("inf")  # bytes per time unit (§8.1 roofline)
     launch_overhead: jnp.ndarray | float = 0.0  # time units per kernel (§8.1)
+    fusion_capacity: jnp.ndarray | float = float("inf")  # bytes inside a fused group (§8.3)
 
 
 def check_scheduler(scheduler) -> str:
@@ -47,14 +49,23 @@ def check_scheduler(scheduler) -> str:
     return scheduler
 
 
+def check_fusion(fusion) -> bool:
+    """Validates the fusion switch (a static setting): a bool."""
+    if not isinstance(fusion, (bool, np.bool_)):
+        raise TypeError(f"fusion must be a bool, got {fusion!r}")
+    return bool(fusion)
+
+
 def check_cost_params(latency: float = 0.0, bandwidth: float = float("inf"),
                       capacity: float | None = None, *, hbm_bandwidth: float = float("inf"),
-                      launch_overhead: float = 0.0) -> CostParams:
+                      launch_overhead: float = 0.0,
+                      fusion_capacity: float = float("inf")) -> CostParams:
     """Validates cost-model settings on the host, as the float32 values the model will use."""
     with np.errstate(over="ignore", under="ignore"):
         lat, bw = np.float32(latency), np.float32(bandwidth)
         cap = np.float32(np.inf if capacity is None else capacity)
         hbm, over = np.float32(hbm_bandwidth), np.float32(launch_overhead)
+        fcap = np.float32(fusion_capacity)
     if not (np.isfinite(lat) and lat >= 0):
         raise ValueError(f"latency must be finite, >= 0 and within float32, got {latency!r}")
     if np.isnan(bw) or not bw > 0:
@@ -67,7 +78,10 @@ def check_cost_params(latency: float = 0.0, bandwidth: float = float("inf"),
     if not (np.isfinite(over) and over >= 0):
         raise ValueError(f"launch_overhead must be finite, >= 0 and within float32, "
                          f"got {launch_overhead!r}")
-    return CostParams(lat, bw, cap, hbm, over)
+    if np.isnan(fcap) or not fcap >= 0:
+        raise ValueError(f"fusion_capacity must be >= 0 (inf allowed) within float32, "
+                         f"got {fusion_capacity!r}")
+    return CostParams(lat, bw, cap, hbm, over, fcap)
 
 
 def is_int(x) -> bool:

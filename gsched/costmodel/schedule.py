@@ -310,7 +310,8 @@ def entry_items(graph: PaddedGraph, num_devices: int) -> tuple[jnp.ndarray, ...]
         + jnp.arange(d, dtype=jnp.int32)[None, :]
     xfer_item = n + graph.tensor_by_producer[:, None] * d + jnp.arange(d, dtype=jnp.int32)
     scratch = e + t * d  # padded pairs and tensors all write here, then it is overwritten
-    real_tensor = jnp.arange(t) < jnp.sum(graph.tensor_mask)
+    # Real tensors are a prefix of ``tensor_by_producer`` (fusion masks some; they stay).
+    real_tensor = jnp.arange(t) < jnp.max(graph.op_tensor_end)
     op_entries = (jnp.zeros(e + t * d + 1, jnp.int32)
                   .at[jnp.where(graph.pair_mask, pair_slot, scratch)].set(graph.pair_consumer)
                   .at[jnp.where(real_tensor[:, None], tensor_slot, scratch)].set(xfer_item))
