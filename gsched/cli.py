@@ -11,7 +11,9 @@ Commands:
   budget of cost-model evaluations on one graph or a batch of graphs (all padded to one bucket, one jitted call);
 * ``import`` — a JAX program (``--jax path/file.py:builder``, ``builder()`` returning
   ``(fn, args)``) or a compiled XLA module's text (``--hlo module.txt``) as a graph file
-  (docs/importers.md).
+  (docs/importers.md);
+* ``plot`` — memory over the schedule per device (several results overlaid) and the Gantt
+  chart of an event-driven schedule, as a PNG (:mod:`gsched.plot`).
 """
 
 from __future__ import annotations
@@ -65,7 +67,7 @@ def _load_graph(path: Path) -> Graph:
         raise UsageError(str(err)) from None
 
 
-def _load_keys(path: Path, graph: Graph, num_devices: int) -> np.ndarray:
+def _load_keys(path: Path, graph: Graph, num_devices: int, fusion: bool) -> np.ndarray:
     try:
         with open(path, "rb") as f:
             if f.read(len(np.lib.format.MAGIC_PREFIX)) != np.lib.format.MAGIC_PREFIX:
@@ -77,7 +79,7 @@ def _load_keys(path: Path, graph: Graph, num_devices: int) -> np.ndarray:
     except (ValueError, EOFError) as err:
         raise UsageError(f"keys file {path} is not a valid .npy file: {err}") from None
     try:
-        return validate_keys(keys, graph, num_devices)
+        return validate_keys(keys, graph, num_devices, fusion)
     except ValueError as err:
         raise UsageError(f"keys file {path}: {err}") from None
 
@@ -97,6 +99,14 @@ def _add_cost_flags(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--device-preset", choices=sorted(importers.PRESETS), default=None,
                         help="take --hbm-bandwidth and --launch-overhead from a device preset "
                              "(per microsecond, the importers' time unit; docs/importers.md)")
+    parser.add_argument("--scheduler", choices=SCHEDULERS, default="list",
+                        help="list (SPEC §2-§4, default) or the event-driven priority / fifo "
+                             "schedulers of SPEC §8.2 (which also report start/end times)")
+    parser.add_argument("--fusion", action="store_true",
+                        help="SPEC §8.3 fusion: chromosomes carry N fusion keys (evaluate), "
+                             "searches decide fusion too, heuristics fuse greedily (optimize)")
+    parser.add_argument("--fusion-capacity", type=float, default=float("inf"),
+                        help="SPEC §8.3: most bytes inside one fused group (default inf)")
 
 
 def _cost_settings(args: argparse.Namespace) -> dict:
@@ -108,7 +118,8 @@ def _cost_settings(args: argparse.Namespace) -> dict:
     overhead = args.launch_overhead if args.launch_overhead is not None else (
         preset.launch_overhead if preset else 0.0)
     settings = dict(latency=args.latency, bandwidth=args.bandwidth, capacity=args.capacity,
-                    hbm_bandwidth=hbm, launch_overhead=overhead)
+                    hbm_bandwidth=hbm, launch_overhead=overhead,
+                    fusion_capacity=args.fusion_capacity)
     with np.errstate(over="ignore"):  # float32 overflow is reported by check_cost_params
         try:
             check_cost_params(**settings)
@@ -122,21 +133,19 @@ def _add_evaluate(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--devices", type=_positive_int, required=True,
                         help="number of devices D")
     parser.add_argument("--keys", type=Path, required=True,
-                        help=".npy chromosome of N·D + N + T·D keys in [0, 1]")
+                        help=".npy chromosome of N·D + N + T·D keys in [0, 1] (+ N fusion keys "
+                             "with --fusion)")
     _add_cost_flags(parser)
-    parser.add_argument("--scheduler", choices=SCHEDULERS, default="list",
-                        help="list (SPEC §2-§4, default) or the event-driven priority / fifo "
-                             "schedulers of SPEC §8.2 (which also report start/end times)")
 
 
 def _run_evaluate(args: argparse.Namespace) -> dict:
     settings = _cost_settings(args)
     with np.errstate(over="ignore"):  # float32 overflow is reported below
         graph = _load_graph(args.graph)
-        keys = _load_keys(args.keys, graph, args.devices)
+        keys = _load_keys(args.keys, graph, args.devices, args.fusion)
         try:
             result = evaluate_graph(graph, keys, args.devices, scheduler=args.scheduler,
-                                    **settings)
+                                    fusion=args.fusion, **settings)
         except ValueError as err:
             raise UsageError(f"{args.graph}: {err}") from None
     _require_finite(result, str(args.graph))
@@ -211,7 +220,7 @@ def _run_optimize(args: argparse.Namespace) -> dict:
         outcome = methods.optimize(
             args.method, [graph for _, graph in inputs], num_devices=args.devices,
             budget=args.evals, objective=args.objective, cost_params=cost_params,
-            seed=args.seed, options=options)
+            seed=args.seed, options=options, scheduler=args.scheduler, fusion=args.fusion)
     except (ValueError, TypeError) as err:
         raise UsageError(str(err)) from None
     results = [{"graph": path, "objective": args.objective, **row}
@@ -220,7 +229,8 @@ def _run_optimize(args: argparse.Namespace) -> dict:
         _require_finite(row, row["graph"])
     timing = {"wall_seconds": outcome.wall_seconds,
               "compile_seconds": outcome.compile_seconds}
-    common = {"method": args.method, "objective": args.objective, "num_devices": args.devices}
+    common = {"method": args.method, "objective": args.objective, "num_devices": args.devices,
+              "scheduler": args.scheduler, "fusion": args.fusion}
     single = len(args.graph) == 1 and not args.graph[0].is_dir()
     if single:
         return {**common, **results[0], **timing}
@@ -330,12 +340,43 @@ def _run_import(args: argparse.Namespace) -> dict:
             "out": str(args.out)}
 
 
+# --- plot ---------------------------------------------------------------------------------
+
+
+def _add_plot(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--graph", type=Path, required=True, help="graph file")
+    parser.add_argument("--result", type=Path, required=True, action="append",
+                        help="result JSON of evaluate or optimize (repeatable: overlaid)")
+    parser.add_argument("--label", action="append", default=None,
+                        help="legend label per --result (default: file names)")
+    parser.add_argument("--devices", type=_positive_int, default=None,
+                        help="number of devices D (default: from the results)")
+    parser.add_argument("--kind", choices=("auto", "memory", "gantt"), default="auto",
+                        help="memory over the schedule per device, a Gantt chart (results of "
+                             "--scheduler priority/fifo), or auto: both when times exist")
+    parser.add_argument("--out", type=Path, required=True, help="PNG file to write")
+
+
+def _run_plot(args: argparse.Namespace) -> dict:
+    from gsched import plot
+
+    try:
+        return plot.plot_command(args.graph, args.result, args.out, labels=args.label,
+                                 num_devices=args.devices, kind=args.kind)
+    except ImportError as err:
+        raise UsageError(str(err)) from None
+    except ValueError as err:
+        raise UsageError(str(err)) from None
+
+
 COMMANDS = {
     "evaluate": ("decode and score one chromosome", _add_evaluate, _run_evaluate),
     "optimize": ("search for a placement and schedule with a budget of cost-model evaluations",
                  _add_optimize, _run_optimize),
     "import": ("import a JAX program or a compiled XLA module (HLO text) as a graph file",
                _add_import, _run_import),
+    "plot": ("draw memory over a schedule and its Gantt chart (PNG; the eval extra)",
+             _add_plot, _run_plot),
 }
 
 

@@ -21,11 +21,20 @@ import numpy as np
 
 from gsched.policies import regal, topoformer
 from gsched.baselines import EVALUATIONS, HEURISTICS, cpsat, dp, ordering, program_order
+from gsched.baselines.heuristics import single_device
+from gsched.baselines.placement import PLACEMENT_BASELINES
 from gsched.core.graph import Graph, topological_order
 from gsched.core.padding import batch_graphs, bucket_for
 from gsched.costmodel.host import evaluate_order, evaluation_to_dict
-from gsched.costmodel.params import CostParams, check_cost_params, check_search_settings
-from gsched.registry import TIME_LIMIT, Method, Option, Search
+from gsched.costmodel.params import (
+    CostParams,
+    check_cost_params,
+    check_fusion,
+    check_scheduler,
+    check_search_settings,
+)
+from gsched.registry import GENES, TIME_LIMIT, Method, Option, Search
+from gsched.search import annealing
 from gsched.search import brkga
 from gsched.search import local as local_search
 from gsched.search import random as random_search
@@ -55,18 +64,34 @@ def _heuristic(name: str) -> Callable[[], Callable]:
 
 BEAM_SIZE = Option("beam_size", int, "approx_dp: beam width K (default 100,000)")
 
-# Random search, BRKGA and local search take the whole cost-model interface; their defaults
-# are the papers' (BRKGA: π = 100, π_e = 10, π_c = 80, ρ = 0.7, uniform genes).
+CHAINS = Option("chains", int, "annealing: independent Metropolis chains per graph (default 8)")
+
+
+def _searched(run_batch: Callable) -> Callable[..., Search]:
+    """A ``build`` taking the searches' options (``genes``, ...) as fixed settings."""
+    return lambda **options: Search(run_batch, options)
+
+
+# Random search, BRKGA, local search and annealing take the whole cost-model interface (SPEC §8
+# included); BRKGA's defaults are the paper's (π = 100, π_e = 10, π_c = 80, ρ = 0.7, uniform
+# genes).
 _BUILT_IN: dict[str, Method] = {
     "brkga": Method("BRKGA with REGAL's defaults (uniform genes, elite bias 0.7)", "search",
-                    _brkga(brkga.run_batch, config=brkga.BRKGAConfig())),
+                    lambda **o: _brkga(brkga.run_batch, config=brkga.BRKGAConfig(), **o)(),
+                    options=(GENES,), exec_model=True),
     "tuned_brkga": Method("BRKGA with the grid-searched setting of the objective "
                           "(gsched/search/tuned_brkga.json)", "search",
-                          _brkga(tuning.tuned_run_batch)),
+                          lambda **o: _brkga(tuning.tuned_run_batch, **o)(), options=(GENES,),
+                          exec_model=True),
     "random": Method("random search: the best of the budget's uniform chromosomes", "search",
-                     lambda: Search(random_search.run_batch)),
-    "local_search": Method("local search: sampled best one-step device/order moves, restarts",
-                           "search", lambda: Search(local_search.run_batch)),
+                     _searched(random_search.run_batch), options=(GENES,), exec_model=True),
+    "local_search": Method("local search: sampled best one-step device/order/fusion moves, "
+                           "restarts", "search", _searched(local_search.run_batch),
+                           options=(GENES,), exec_model=True),
+    "annealing": Method("simulated annealing (GO's SA baseline): Metropolis chains of one-op "
+                        "device/priority/fusion moves", "search",
+                        _searched(annealing.run_batch), options=(GENES, CHAINS),
+                        exec_model=True),
 }
 _BASELINES: dict[str, Method] = {
     **{name: Method(f"classical heuristic {name}", "heuristic", _heuristic(name),
@@ -94,6 +119,12 @@ _BASELINES: dict[str, Method] = {
     "exact_dp": Method("exact DP over scheduled sets, graphs of <= 25 ops (one device)",
                        "heuristic", dp.build_exact_dp, max_devices=1,
                        objectives=("peak_memory",)),
+    # GDP's and GO's placement baselines (score them with --scheduler fifo, as the papers do).
+    "tf_default": Method("TensorFlow's default (GDP's single-GPU row): every op on device 0, "
+                         "topological order", "heuristic",
+                         lambda: single_device(topological_order)),
+    **{name: Method(summary, "heuristic", lambda fn=fn: fn)
+       for name, (summary, fn) in PLACEMENT_BASELINES.items()},
 }
 
 
@@ -134,7 +165,7 @@ def method(name: str) -> Method:
 
 
 def _check(name: str, spec: Method, num_devices: int, budget: int, objective: str,
-           options: Mapping[str, Any]) -> None:
+           options: Mapping[str, Any], scheduler: str = "list", fusion: bool = False) -> None:
     unknown = sorted(set(options) - set(spec.option_names))
     if unknown:
         accepted = ", ".join(spec.option_names) or "none"
@@ -147,16 +178,22 @@ def _check(name: str, spec: Method, num_devices: int, budget: int, objective: st
     if objective not in spec.objectives:
         raise ValueError(f"method {name} optimizes only {', '.join(spec.objectives)}, "
                          f"not {objective}")
+    check_scheduler(scheduler)
+    if spec.kind == "search" and not spec.exec_model and (scheduler != "list" or fusion):
+        raise ValueError(f"method {name} runs only under the list scheduler without fusion "
+                         f"(got scheduler {scheduler!r}, fusion {fusion})")
     if budget < spec.min_evals:
         raise ValueError(f"method {name} needs {spec.min_evals} evaluations, the budget is "
                          f"{budget}")
 
 
 @functools.lru_cache(maxsize=16)
-def _compiled(runner: Callable, num_devices: int, budget: int, objective: str, signature):
-    """``runner`` traced and compiled ahead of time for operands of the given shapes."""
+def _compiled(runner: Callable, num_devices: int, budget: int, objective: str, signature,
+              model: tuple = ()):
+    """``runner`` traced and compiled ahead of time for operands of the given shapes;
+    ``model``: the cost model's static settings as ``(name, value)`` pairs, if it takes them."""
     search = jax.jit(functools.partial(runner, num_devices=num_devices, budget=budget,
-                                       objective=objective))
+                                       objective=objective, **dict(model)))
     return search.lower(*signature).compile()
 
 
@@ -197,14 +234,14 @@ def _placement(mesh: jax.sharding.Mesh | None, batch: int):
 
 
 def _run_search(runner, graphs, num_devices, budget, objective, cost_params, seed,
-                mesh) -> Outcome:
+                mesh, model: tuple) -> Outcome:
     bucket = bucket_for(graphs)
     operands = jax.device_put((jax.random.PRNGKey(seed), batch_graphs(graphs, bucket),
                                cost_params), _placement(mesh, len(graphs)))
     signature = jax.tree.map(lambda x: jax.ShapeDtypeStruct(x.shape, x.dtype,
                                                             sharding=x.sharding), operands)
     start = time.perf_counter()
-    compiled = _compiled(runner, num_devices, budget, objective, signature)
+    compiled = _compiled(runner, num_devices, budget, objective, signature, model)
     compile_seconds = time.perf_counter() - start
     start = time.perf_counter()
     result = jax.block_until_ready(compiled(*operands))
@@ -220,8 +257,10 @@ def _run_search(runner, graphs, num_devices, budget, objective, cost_params, see
     return Outcome(rows, wall_seconds, compile_seconds)
 
 
-def _run_heuristic(runner, spec, graphs, num_devices, objective, cost_params, seed) -> Outcome:
+def _run_heuristic(runner, spec, graphs, num_devices, objective, cost_params, seed,
+                   model: tuple) -> Outcome:
     costs = _cost_kwargs(cost_params)
+    model = dict(model)
     bucket = bucket_for(graphs)
     start = time.perf_counter()  # compile the scoring (every bucket the heuristics use) first
     warm = {(bucket, num_devices): graphs[0]}
@@ -229,13 +268,14 @@ def _run_heuristic(runner, spec, graphs, num_devices, objective, cost_params, se
         warm |= {(bucket_for(g), 1): g for g in graphs}
     for (b, devices), g in warm.items():
         evaluate_order(g, topological_order(g), np.zeros(g.num_ops, np.int64), devices,
-                       bucket=b, **(costs if devices == num_devices else {}))
+                       bucket=b, **(costs | model if devices == num_devices else {}))
     compile_seconds = time.perf_counter() - start
     start = time.perf_counter()
     rows = []
     for g in graphs:
         order, placement, *info = runner(g, num_devices, seed)
-        fields = evaluate_order(g, order, placement, num_devices, bucket=bucket, **costs)
+        fields = evaluate_order(g, order, placement, num_devices, bucket=bucket, **costs,
+                                **model)
         rows.append(_row(g, fields, objective, spec.min_evals, *info))
     return Outcome(rows, time.perf_counter() - start, compile_seconds)
 
@@ -247,27 +287,36 @@ def _cost_kwargs(cost_params: CostParams) -> dict:
     return dict(latency=float(cost_params.latency), bandwidth=float(cost_params.bandwidth),
                 capacity=None if np.isinf(capacity) else capacity,
                 hbm_bandwidth=float(cost_params.hbm_bandwidth),
-                launch_overhead=float(cost_params.launch_overhead))
+                launch_overhead=float(cost_params.launch_overhead),
+                fusion_capacity=float(cost_params.fusion_capacity))
 
 
 def optimize(name: str, graphs: Sequence[Graph], *, num_devices: int, budget: int,
              objective: str = "peak_memory", cost_params: CostParams = CostParams(),
              seed: int = 0, options: Mapping[str, Any] | None = None,
-             mesh: jax.sharding.Mesh | None = None) -> Outcome:
+             mesh: jax.sharding.Mesh | None = None, scheduler: str = "list",
+             fusion: bool = False) -> Outcome:
     """Runs method ``name`` on ``graphs`` (one batch, padded to one bucket) with ``budget``
     cost-model evaluations per graph. Bad settings raise ``ValueError`` naming the problem.
+
+    ``scheduler`` and ``fusion``: the cost model's static settings (SPEC §8). Searches that
+    declare ``exec_model`` search under them (with fusion, over fusion keys too); heuristics
+    are scored under them, with every fusion key 1 (XLA-style greedy fusion) when ``fusion``.
 
     ``mesh``: a search method's batch is split over its first axis (the number of graphs must
     be divisible by its size); the results are those of the unsharded run. Heuristics run on
     the host and ignore it."""
     spec = method(name)
     options = dict(options or {})
-    _check(name, spec, num_devices, budget, objective, options)
+    fusion = check_fusion(fusion)
+    _check(name, spec, num_devices, budget, objective, options, scheduler, fusion)
     if not graphs:
         raise ValueError("no graphs to optimize")
     cost_params = check_cost_params(**_cost_kwargs(cost_params))
     runner = _runner(name, tuple(sorted(options.items())))
+    model = (("scheduler", scheduler), ("fusion", fusion))
     if spec.kind == "search":
         return _run_search(runner, list(graphs), num_devices, budget, objective, cost_params,
-                           seed, mesh)
-    return _run_heuristic(runner, spec, list(graphs), num_devices, objective, cost_params, seed)
+                           seed, mesh, model if spec.exec_model else ())
+    return _run_heuristic(runner, spec, list(graphs), num_devices, objective, cost_params, seed,
+                          model)

@@ -7,7 +7,8 @@ with the entries each policy package exports (its ``METHODS``); the command line
 Two kinds of method:
 
 * ``"search"`` — ``build(**options)`` returns a :class:`SearchRunner`: a traceable
-  ``runner(key, graphs [B], cost_params, *, num_devices, budget, objective)`` returning a
+  ``runner(key, graphs [B], cost_params, *, num_devices, budget, objective)`` (and
+  ``scheduler``, ``fusion`` when the method declares ``exec_model``) returning a
   :class:`~gsched.search.common.SearchResult`, and ``runner.info(objective)``, the JSON scalars
   added to every result row (a learned method names the checkpoint that ran).
 * ``"heuristic"`` — ``build(**options)`` returns a host ``fn(graph, num_devices, seed)``
@@ -46,6 +47,10 @@ class Method:
     min_evals: int = 1  # evaluations a heuristic counts
     max_devices: int | None = None  # largest D the method supports (None: any)
     objectives: tuple[str, ...] = OBJECTIVES  # objectives the method can optimize
+    # A search runner that also takes the cost model's static ``scheduler`` and ``fusion``
+    # (SPEC §8); others run only under the default list scheduler without fusion. Heuristics
+    # are scored by the cost model under any setting (with fusion: every fusion key 1).
+    exec_model: bool = False
 
     def __post_init__(self):
         if self.kind not in ("search", "heuristic"):
@@ -85,3 +90,6 @@ CHECKPOINT = Option("checkpoint", str, "learned methods: checkpoint directory (d
                                        "shipped one for the objective)")
 DECODE = Option("decode", str, "learned methods: greedy, sample or beam")
 TIME_LIMIT = Option("time_limit", float, "exact solvers: time limit in seconds")
+GENES = Option("genes", str, "searches: the chromosome parts searched: all (default), "
+                             "placement+schedule (no fusion) or placement (GO's pl / pl+sch / "
+                             "pl+sch+fu rows)")

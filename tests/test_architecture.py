@@ -14,14 +14,14 @@ ROOT = Path(__file__).resolve().parents[1]
 # Pipeline stages in order; a module may import its own stage or an earlier one.
 STAGES = [
     ("gsched.core",),
-    ("gsched.formats", "gsched.generators", "gsched.importers"),
+    ("gsched.formats", "gsched.generators", "gsched.importers", "gsched.workloads"),
     ("gsched.costmodel",),
     ("gsched.registry",),
     ("gsched.search",),
     ("gsched.baselines",),
     ("gsched.policies",),
     ("gsched.methods",),
-    ("gsched.harness", "gsched.cli", "gsched.__main__"),
+    ("gsched.harness", "gsched.plot", "gsched.cli", "gsched.__main__"),
     ("gsched",),  # the package's public surface (gsched/__init__.py)
 ]
 INFRA = "gsched.infra"  # infrastructure (configs, logs, checkpoints): importable from any stage

@@ -126,8 +126,8 @@ def test_bad_input(capsys, tmp_path):
     empty.mkdir()
     g = ["--graph", str(DIAMOND), "--devices", "1"]
     cases = [
-        ([*g, "--method", "annealing", "--evals", "5"],
-         "unknown method 'annealing' (available: brkga, "),
+        ([*g, "--method", "tabu", "--evals", "5"],
+         "unknown method 'tabu' (available: brkga, "),
         ([*g, "--method", "brkga", "--evals", "0"], "--evals: must be >= 1, got 0"),
         ([*g, "--method", "brkga", "--evals", "-3"], "--evals: must be >= 1"),
         ([*g, "--method", "brkga", "--evals", "5", "--objective", "speed"],

@@ -71,8 +71,21 @@ import numpy as np
 
 from gsched.core.padding import PaddedGraph
 from gsched.costmodel.evaluate import Evaluation
-from gsched.costmodel.params import CostParams, check_search_settings, is_int
-from gsched.search.common import SearchResult, no_best, scored_batch, track_best
+from gsched.costmodel.params import (
+    CostParams,
+    check_fusion,
+    check_scheduler,
+    check_search_settings,
+    is_int,
+)
+from gsched.search.common import (
+    SearchResult,
+    check_genes,
+    freeze_genes,
+    no_best,
+    scored_batch,
+    track_best,
+)
 
 __all__ = [
     "BRKGAConfig", "BRKGAParams", "BRKGAResult", "BRKGAState", "ask", "exchange", "init",
@@ -453,7 +466,8 @@ def _schedule(config: BRKGAConfig, budget: int) -> tuple[int, int]:
 
 def _search(key, graphs: PaddedGraph, params: BRKGAParams, cost_params: CostParams, pinned,
             seeds, budget, *, config: BRKGAConfig, initial_steps: int, generations: int,
-            num_devices: int, objective: str, chunk: int, batched: bool) -> BRKGAResult:
+            num_devices: int, objective: str, chunk: int, batched: bool,
+            scheduler: str = "list", fusion: bool = False, genes: str = "all") -> BRKGAResult:
     """The whole search, batched over graphs (``batched=False``: one graph, a batch of one).
 
     Static: the sizes and the scan length (``initial_steps + generations``); ``budget`` itself
@@ -473,7 +487,7 @@ def _search(key, graphs: PaddedGraph, params: BRKGAParams, cost_params: CostPara
         keys = jnp.asarray(key)[None]
         graphs = jax.tree.map(lambda x: x[None], graphs)
         pinned = None if pinned is None else pinned[None]
-    length = graphs.bucket.chromosome_length(num_devices)
+    length = graphs.bucket.chromosome_length(num_devices, fusion)
     params = jax.tree.map(lambda x: jnp.broadcast_to(x.astype(jnp.float32), (b, length)), params)
     if seeds is not None:
         seeds = jnp.asarray(seeds, jnp.float32)
@@ -490,7 +504,8 @@ def _search(key, graphs: PaddedGraph, params: BRKGAParams, cost_params: CostPara
 
     def evaluate(x):  # [B, n, L] → Evaluation [B, n], fitness [B, n]
         return scored_batch(graphs, x, cost_params, num_devices=num_devices,
-                            objective=objective, pinned=pinned, chunk=chunk)
+                            objective=objective, pinned=pinned, chunk=chunk,
+                            scheduler=scheduler, fusion=fusion)
     state = BRKGAState(jnp.zeros((b, k, p, length), jnp.float32),
                        jnp.full((b, k, p), jnp.inf, jnp.float32), jnp.zeros((b,), jnp.int32))
     slot = jnp.arange(n)
@@ -516,7 +531,8 @@ def _search(key, graphs: PaddedGraph, params: BRKGAParams, cost_params: CostPara
             return jax.vmap(lambda kk, st, prm, f: _offspring(kk, st, config, prm, f))(
                 key_children, state, params, fresh).reshape(b, n, length)
 
-        new = jax.lax.cond(initial, initial_chunk, offspring)
+        new = freeze_genes(jax.lax.cond(initial, initial_chunk, offspring), graphs.bucket,
+                           num_devices, fusion, genes)
         evaluation, fitness = evaluate(new)
         index = jnp.where(initial, i * n + slot, k * p + (i - initial_steps) * n + slot)
         counted = (index < budget) & (~initial | (index < k * p))
@@ -561,7 +577,8 @@ def _search(key, graphs: PaddedGraph, params: BRKGAParams, cost_params: CostPara
 
 
 _search_jit = jax.jit(_search, static_argnames=(
-    "config", "initial_steps", "generations", "num_devices", "objective", "chunk", "batched"))
+    "config", "initial_steps", "generations", "num_devices", "objective", "chunk", "batched",
+    "scheduler", "fusion", "genes"))
 
 
 # --- Public entry points (host-side validation, then the jitted search) ------------------
@@ -656,9 +673,10 @@ def _strong(x, dtype):
 
 
 def _call(key, graphs, config, params, batch, *, num_devices, budget, objective, cost_params,
-          pinned, seeds, chunk) -> BRKGAResult:
+          pinned, seeds, chunk, scheduler, fusion, genes) -> BRKGAResult:
     _check_static(config, budget, num_devices, objective, chunk)
-    length = graphs.bucket.chromosome_length(num_devices)
+    scheduler, fusion, genes = check_scheduler(scheduler), check_fusion(fusion), check_genes(genes)
+    length = graphs.bucket.chromosome_length(num_devices, fusion)
     params = uniform_params(length) if params is None else params
     _check_params(params, length, batch)
     _check_seeds(seeds, length, int(budget), config, batch)
@@ -671,7 +689,8 @@ def _call(key, graphs, config, params, batch, *, num_devices, budget, objective,
     result = _search_jit(key, graphs, params, _check_cost_params(cost_params), pinned, seeds,
                          np.int32(budget), config=config, initial_steps=initial_steps,
                          generations=generations, num_devices=int(num_devices),
-                         objective=objective, chunk=int(chunk), batched=batch is not None)
+                         objective=objective, chunk=int(chunk), batched=batch is not None,
+                         scheduler=scheduler, fusion=fusion, genes=genes)
     return result._replace(best_so_far=result.best_so_far[..., : int(budget)])
 
 
@@ -679,7 +698,8 @@ def run(key: jax.Array, graph: PaddedGraph, config: BRKGAConfig = BRKGAConfig(),
         params: BRKGAParams | None = None, *, num_devices: int, budget: int,
         objective: str = "peak_memory", cost_params: CostParams = CostParams(),
         pinned: jnp.ndarray | None = None, seeds: jnp.ndarray | None = None,
-        chunk: int = 8) -> BRKGAResult:
+        chunk: int = 8, scheduler: str = "list", fusion: bool = False,
+        genes: str = "all") -> BRKGAResult:
     """BRKGA on one padded graph with exactly ``budget`` counted cost-model evaluations.
 
     Args:
@@ -700,6 +720,12 @@ def run(key: jax.Array, graph: PaddedGraph, config: BRKGAConfig = BRKGAConfig(),
         first ``S`` chromosomes of the initial population, evaluated and counted there
         (``S ≤ min(budget, K·P)``); the result is never worse than the best seed.
       chunk: the cost model's scheduler chunk (static).
+      scheduler, fusion: the cost model's static settings
+        (:func:`gsched.costmodel.evaluate.evaluate_batch`); with ``fusion`` chromosomes (and
+        ``params``, ``seeds``) are ``N`` keys longer.
+      genes: which parts of the chromosome the search varies
+        (:func:`gsched.search.common.freeze_genes`: ``"all"``, ``"placement+schedule"`` or
+        ``"placement"``; the others are fixed constants).
 
     Returns a :class:`BRKGAResult`; the module docstring says how the budget is counted.
     Equals ``run_batch`` on a batch of one graph whose key is ``key`` itself.
@@ -707,14 +733,15 @@ def run(key: jax.Array, graph: PaddedGraph, config: BRKGAConfig = BRKGAConfig(),
     _check_graph(graph, batched=False)
     return _call(key, graph, config, params, None, num_devices=num_devices, budget=budget,
                  objective=objective, cost_params=cost_params, pinned=pinned, seeds=seeds,
-                 chunk=chunk)
+                 chunk=chunk, scheduler=scheduler, fusion=fusion, genes=genes)
 
 
 def run_batch(key: jax.Array, graphs: PaddedGraph, config: BRKGAConfig = BRKGAConfig(),
               params: BRKGAParams | None = None, *, num_devices: int, budget: int,
               objective: str = "peak_memory", cost_params: CostParams = CostParams(),
               pinned: jnp.ndarray | None = None, seeds: jnp.ndarray | None = None,
-              chunk: int = 8) -> BRKGAResult:
+              chunk: int = 8, scheduler: str = "list", fusion: bool = False,
+              genes: str = "all") -> BRKGAResult:
     """BRKGA on a batch of graphs in one jitted call, each graph with its own ``budget``.
 
     ``graphs`` has a leading ``[B]`` axis (one bucket: :func:`gsched.batch_graphs`); every
@@ -728,4 +755,4 @@ def run_batch(key: jax.Array, graphs: PaddedGraph, config: BRKGAConfig = BRKGACo
     batch = _check_graph(graphs, batched=True)
     return _call(key, graphs, config, params, batch, num_devices=num_devices, budget=budget,
                  objective=objective, cost_params=cost_params, pinned=pinned, seeds=seeds,
-                 chunk=chunk)
+                 chunk=chunk, scheduler=scheduler, fusion=fusion, genes=genes)

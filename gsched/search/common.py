@@ -12,9 +12,12 @@ from typing import NamedTuple
 import jax
 import jax.numpy as jnp
 
-from gsched.core.padding import PaddedGraph
+from gsched.core.padding import Bucket, PaddedGraph
 from gsched.costmodel.evaluate import Evaluation, evaluate_batch, score
 from gsched.costmodel.params import CostParams
+
+
+GENES = ("all", "placement+schedule", "placement")
 
 
 class SearchResult(NamedTuple):
@@ -35,13 +38,43 @@ class Best(NamedTuple):
 
 
 def scored_batch(graphs: PaddedGraph, keys: jnp.ndarray, cost_params: CostParams, *,
-                 num_devices: int, objective: str, pinned=None,
-                 chunk: int = 8) -> tuple[Evaluation, jnp.ndarray]:
-    """``keys [B, K, L]`` → (Evaluation ``[B, K]``, value to minimize ``[B, K]``, NaN → +inf)."""
+                 num_devices: int, objective: str, pinned=None, chunk: int = 8,
+                 scheduler: str = "list", fusion: bool = False) -> tuple[Evaluation, jnp.ndarray]:
+    """``keys [B, K, L]`` → (Evaluation ``[B, K]``, value to minimize ``[B, K]``, NaN → +inf).
+
+    ``scheduler`` and ``fusion`` are the cost model's static settings
+    (:func:`~gsched.costmodel.evaluate.evaluate_batch`)."""
     evaluation = evaluate_batch(graphs, keys, cost_params, num_devices=num_devices,
-                                pinned=pinned, chunk=chunk)
+                                pinned=pinned, chunk=chunk, scheduler=scheduler, fusion=fusion)
     value = score(evaluation, objective, cost_params)
     return evaluation, jnp.where(jnp.isnan(value), jnp.inf, value)
+
+
+def check_genes(genes) -> str:
+    """Validates which chromosome parts a search varies (see :func:`freeze_genes`)."""
+    if genes not in GENES:
+        raise ValueError(f"unknown genes {genes!r}; expected one of {GENES}")
+    return genes
+
+
+def freeze_genes(keys: jnp.ndarray, bucket: Bucket, num_devices: int, fusion: bool,
+                 genes: str) -> jnp.ndarray:
+    """``keys [..., L]`` (padded layout) with the parts a search does not vary set to constants.
+
+    ``genes``: ``"all"`` (nothing frozen); ``"placement+schedule"`` (fusion keys 0: no op fuses);
+    ``"placement"`` (also every op and transfer priority 0.5, so schedules break ties by the
+    SPEC §2 rules alone: op index under ``"list"``, ready time then op index under ``"fifo"``).
+    GO's ablation rows "pl", "pl+sch" and "pl+sch+fu" are these three settings.
+    """
+    check_genes(genes)
+    if genes == "all":
+        return keys
+    n, d = bucket.num_ops, num_devices
+    base = bucket.chromosome_length(d)
+    position = jnp.arange(keys.shape[-1])
+    if genes == "placement":
+        keys = jnp.where((position >= n * d) & (position < base), jnp.float32(0.5), keys)
+    return jnp.where(position >= base, jnp.float32(0.0), keys)
 
 
 def no_best(evaluate, batch: int, length: int) -> Best:

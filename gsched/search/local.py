@@ -69,8 +69,21 @@ import jax.numpy as jnp
 import numpy as np
 
 from gsched.core.padding import PaddedGraph
-from gsched.costmodel.params import CostParams, check_search_settings, is_int
-from gsched.search.common import SearchResult, no_best, scored_batch, track_best
+from gsched.costmodel.params import (
+    CostParams,
+    check_fusion,
+    check_scheduler,
+    check_search_settings,
+    is_int,
+)
+from gsched.search.common import (
+    SearchResult,
+    check_genes,
+    freeze_genes,
+    no_best,
+    scored_batch,
+    track_best,
+)
 
 __all__ = ["LocalSearchStats", "run_batch", "run_batch_with_stats", "neighbours_of"]
 
@@ -84,10 +97,12 @@ class LocalSearchStats(NamedTuple):
 
 
 def neighbours_of(key: jax.Array, keys: jnp.ndarray, op_mask: jnp.ndarray, num_devices: int,
-                  count: int, device_move_prob=0.5) -> jnp.ndarray:
+                  count: int, device_move_prob=0.5, fusion: bool = False) -> jnp.ndarray:
     """``count`` random one-move neighbours ``[count, L]`` of one chromosome ``keys [L]``.
 
-    See the module docstring for the move set. Pure and jittable (``vmap`` it for a batch).
+    See the module docstring for the move set; with ``fusion`` (``N`` fusion keys at the end)
+    a third of the moves instead flip one op's fusion key across 0.5 (``k → 1 − k``). Pure and
+    jittable (``vmap`` it for a batch).
     """
     n = op_mask.shape[0]
     nd = n * num_devices
@@ -132,31 +147,44 @@ def neighbours_of(key: jax.Array, keys: jnp.ndarray, op_mask: jnp.ndarray, num_d
         row = affinity[j]
 
     slots = jnp.arange(count)
+    if fusion:  # a fusion move leaves j's device and priority alone
+        fuse_move = jax.random.bernoulli(jax.random.fold_in(key, 1), 1 / 3, (count,))
+        row = jnp.where(fuse_move[:, None], affinity[j], row)
+        new_priority = jnp.where(fuse_move, priority[j], new_priority)
     new_affinity = jnp.broadcast_to(affinity, (count, n, num_devices)).at[slots, j].set(row)
     new_order = jnp.broadcast_to(priority, (count, n)).at[slots, j].set(new_priority)
     rest = jnp.broadcast_to(keys[nd + n:], (count, keys.shape[0] - nd - n))
-    return jnp.concatenate([new_affinity.reshape(count, nd), new_order, rest], axis=1)
+    out = jnp.concatenate([new_affinity.reshape(count, nd), new_order, rest], axis=1)
+    if fusion:
+        fuse = keys.shape[0] - n + j
+        out = out.at[slots, fuse].set(jnp.where(fuse_move, 1.0 - keys[fuse], keys[fuse]))
+    return out
 
 
 def _search(key, graphs: PaddedGraph, cost_params: CostParams, budget, device_move_prob, *,
-            num_devices: int, objective: str, size: int, steps: int, patience: int):
+            num_devices: int, objective: str, size: int, steps: int, patience: int,
+            scheduler: str, fusion: bool, genes: str):
     b = graphs.op_mask.shape[0]
-    length = graphs.bucket.chromosome_length(num_devices)
+    length = graphs.bucket.chromosome_length(num_devices, fusion)
     graphs, cost_params = jax.tree.map(jnp.asarray, (graphs, cost_params))
     budget = jnp.asarray(budget, jnp.int32)
     step_keys = jax.vmap(lambda k: jax.random.split(k, steps))(jax.random.split(key, b))
     batch = jnp.arange(b)
     slot = jnp.arange(size)
 
+    def freeze(x):
+        return freeze_genes(x, graphs.bucket, num_devices, fusion, genes)
+
     def evaluate(x):
         return scored_batch(graphs, x, cost_params, num_devices=num_devices,
-                            objective=objective)
+                            objective=objective, scheduler=scheduler, fusion=fusion)
 
     def propose(k, current, restart, op_mask):
         k_start, k_moves = jax.random.split(k)
         start = jax.random.uniform(k_start, (length,), jnp.float32)
-        base = jnp.where(restart, start, current)
-        moves = neighbours_of(k_moves, base, op_mask, num_devices, size, device_move_prob)
+        base = freeze(jnp.where(restart, start, current))
+        moves = freeze(neighbours_of(k_moves, base, op_mask, num_devices, size,
+                                     device_move_prob, fusion))
         # A restart spends slot 0 on evaluating the new start itself.
         moves = moves.at[0].set(jnp.where(restart, base, moves[0]))
         return base, moves
@@ -193,20 +221,22 @@ def _search(key, graphs: PaddedGraph, cost_params: CostParams, budget, device_mo
 
 
 _search_jit = jax.jit(_search, static_argnames=("num_devices", "objective", "size", "steps",
-                                                 "patience"))
+                                                 "patience", "scheduler", "fusion", "genes"))
 
 
 
 def run_batch_with_stats(key: jax.Array, graphs: PaddedGraph, *, num_devices: int, budget: int,
                          objective: str = "peak_memory",
                          cost_params: CostParams = CostParams(), neighbours: int = 64,
-                         patience: int = 1, device_move_prob: float = 0.5
+                         patience: int = 1, device_move_prob: float = 0.5,
+                         scheduler: str = "list", fusion: bool = False, genes: str = "all"
                          ) -> tuple[SearchResult, LocalSearchStats]:
     """:func:`run_batch` plus per-graph :class:`LocalSearchStats` (restarts, accepted moves)."""
     if not isinstance(graphs, PaddedGraph) or np.ndim(graphs.op_mask) != 2:
         raise ValueError("run_batch expects a PaddedGraph with a leading [B] axis "
                          "(gsched.batch_graphs)")
     check_search_settings(budget, num_devices, objective)
+    scheduler, fusion, genes = check_scheduler(scheduler), check_fusion(fusion), check_genes(genes)
     if not is_int(neighbours) or neighbours < 1:
         raise ValueError(f"neighbours must be an int >= 1, got {neighbours!r}")
     if not is_int(patience) or patience < 1:
@@ -218,13 +248,15 @@ def run_batch_with_stats(key: jax.Array, graphs: PaddedGraph, *, num_devices: in
     cost_params = CostParams(*(jnp.asarray(x, jnp.float32) for x in cost_params))
     return _search_jit(key, graphs, cost_params, np.int32(budget),
                        jnp.asarray(device_move_prob, jnp.float32), num_devices=int(num_devices),
-                       objective=objective, size=size, steps=steps, patience=int(patience))
+                       objective=objective, size=size, steps=steps, patience=int(patience),
+                       scheduler=scheduler, fusion=fusion, genes=genes)
 
 
 def run_batch(key: jax.Array, graphs: PaddedGraph, *, num_devices: int, budget: int,
               objective: str = "peak_memory", cost_params: CostParams = CostParams(),
               neighbours: int = 64, patience: int = 1,
-              device_move_prob: float = 0.5) -> SearchResult:
+              device_move_prob: float = 0.5, scheduler: str = "list", fusion: bool = False,
+              genes: str = "all") -> SearchResult:
     """Local search with random restarts on graphs with a leading ``[B]`` axis.
 
     Args:
@@ -238,6 +270,9 @@ def run_batch(key: jax.Array, graphs: PaddedGraph, *, num_devices: int, budget: 
       neighbours: ``K``, random moves sampled and evaluated per step (one batched call).
       patience: consecutive non-improving steps before a random restart.
       device_move_prob: probability that a sampled move is a device move (``D > 1``).
+      scheduler, fusion: the cost model's static settings; with ``fusion`` chromosomes carry
+        fusion keys and a third of the moves flip one.
+      genes: the chromosome parts searched (:func:`gsched.search.common.freeze_genes`).
 
     Returns a :class:`gsched.search.SearchResult` (leading ``[B]``), as
     :func:`gsched.search.random.run_batch` does. See the module docstring.
@@ -245,4 +280,5 @@ def run_batch(key: jax.Array, graphs: PaddedGraph, *, num_devices: int, budget: 
     return run_batch_with_stats(key, graphs, num_devices=num_devices, budget=budget,
                                 objective=objective, cost_params=cost_params,
                                 neighbours=neighbours, patience=patience,
-                                device_move_prob=device_move_prob)[0]
+                                device_move_prob=device_move_prob, scheduler=scheduler,
+                                fusion=fusion, genes=genes)[0]

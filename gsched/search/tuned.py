@@ -79,11 +79,13 @@ class Setting:
                            num_children=self.population_size - self.num_elites - self.num_mutants,
                            num_populations=self.num_populations)
 
-    def params(self, bucket: Bucket, num_devices: int) -> BRKGAParams:
-        """Per-gene parameters ``[L]`` in the padded layout of ``bucket``."""
+    def params(self, bucket: Bucket, num_devices: int, fusion: bool = False) -> BRKGAParams:
+        """Per-gene parameters ``[L]`` in the padded layout of ``bucket`` (fusion keys, with
+        ``fusion``, are uniform like the op genes)."""
         n_op_genes = bucket.num_ops * (num_devices + 1)
-        length = bucket.chromosome_length(num_devices)
-        is_transfer = np.arange(length) >= n_op_genes
+        length = bucket.chromosome_length(num_devices, fusion)
+        position = np.arange(length)
+        is_transfer = (position >= n_op_genes) & (position < bucket.chromosome_length(num_devices))
         return BRKGAParams(np.full(length, self.elite_bias, np.float32),
                            np.where(is_transfer, self.transfer_alpha, 1.0).astype(np.float32),
                            np.where(is_transfer, self.transfer_beta, 1.0).astype(np.float32))
@@ -186,9 +188,12 @@ def load_tuned(objective: str, path: Path | str = TUNED_PATH) -> Setting:
 
 
 def tuned_run_batch(key: jax.Array, graphs, cost_params: CostParams, *, num_devices: int,
-                    budget: int, objective: str, path: Path | str = TUNED_PATH):
-    """:func:`gsched.search.brkga.run_batch` with the tuned setting of ``objective`` (traceable)."""
+                    budget: int, objective: str, path: Path | str = TUNED_PATH,
+                    scheduler: str = "list", fusion: bool = False, genes: str = "all"):
+    """:func:`gsched.search.brkga.run_batch` with the tuned setting of ``objective`` (traceable;
+    with ``fusion`` the fusion keys get the setting's gene distribution of op priorities)."""
     setting = load_tuned(objective, path)
-    return run_batch(key, graphs, setting.config(), setting.params(graphs.bucket, num_devices),
+    return run_batch(key, graphs, setting.config(),
+                     setting.params(graphs.bucket, num_devices, fusion),
                      num_devices=num_devices, budget=budget, objective=objective,
-                     cost_params=cost_params)
+                     cost_params=cost_params, scheduler=scheduler, fusion=fusion, genes=genes)
