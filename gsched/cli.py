@@ -230,7 +230,7 @@ def _run_optimize(args: argparse.Namespace) -> dict:
     timing = {"wall_seconds": outcome.wall_seconds,
               "compile_seconds": outcome.compile_seconds}
     common = {"method": args.method, "objective": args.objective, "num_devices": args.devices,
-              "scheduler": args.scheduler, "fusion": args.fusion}
+              "scheduler": args.scheduler, "fusion_enabled": args.fusion}
     single = len(args.graph) == 1 and not args.graph[0].is_dir()
     if single:
         return {**common, **results[0], **timing}

@@ -13,9 +13,9 @@ and device counts ``D``, with compile time reported apart from steady-state time
 * the scaling check: time per evaluation divided by ``N·log₂N``, relative to the reference
   size (≈ 1 or below means growth no worse than ``N log N``);
 * the schedulers table: SPEC §8.2's event-driven ``priority`` / ``fifo`` schedulers next to
-  the list scheduler (``--schedulers``, ``--scheduler-sizes``; by default at the benchmarked
-  sizes among 500 and 2,000 ops, every ``D``), with the §8.1 roofline on
-  (``hbm_bandwidth`` below) for every mode of that table.
+  the list scheduler, each also with SPEC §8.3 fusion (``--schedulers``, ``--scheduler-sizes``,
+  ``--no-fusion``; by default at the benchmarked sizes among 500 and 2,000 ops, every ``D``),
+  with the §8.1 roofline on (``hbm_bandwidth`` below) for every mode of that table.
 
 Results are written as a Markdown section of ``docs/benchmarks.md`` (created, or replaced if
 a section with the same title exists; other sections are kept, so CPU and GPU results recorded
@@ -104,6 +104,11 @@ class Config:
     sharded: bool = False  # population split over every device (evaluate_population_sharded)
     scheduler: str = "list"  # SPEC §2–§4, or §8.2's "priority" / "fifo"
     roofline: bool = False  # SPEC §8.1 kernel times (HBM_BANDWIDTH, LAUNCH_OVERHEAD)
+    fusion: bool = False  # SPEC §8.3 (chromosomes N keys longer; uniform fusion keys)
+
+    @property
+    def mode(self) -> str:
+        return self.scheduler + (" + fusion" if self.fusion else "")
 
     @property
     def evaluations(self) -> int:
@@ -116,7 +121,8 @@ class Config:
                 f"{' per graph' if self.batch else ''}, chunk={self.chunk}"
                 f"{f', sharded over {len(jax.devices())} devices' if self.sharded else ''}"
                 f"{f', {self.scheduler} scheduler' if self.scheduler != 'list' else ''}"
-                f"{', roofline' if self.roofline else ''}")
+                f"{', roofline' if self.roofline else ''}"
+                f"{', fusion' if self.fusion else ''}")
 
 
 @dataclasses.dataclass
@@ -186,14 +192,14 @@ def measure(config: Config, graphs: _Graphs, repeats: int, key: jnp.ndarray) -> 
     padded = graphs.padded(config.num_ops, config.batch)
     bucket = padded.bucket
     shape = ((config.batch,) if config.batch else ()) + \
-        (config.population, bucket.chromosome_length(config.num_devices))
+        (config.population, bucket.chromosome_length(config.num_devices, config.fusion))
     keys = jax.block_until_ready(jax.random.uniform(key, shape, jnp.float32))
     params = check_cost_params(LATENCY, BANDWIDTH, **(
         {"hbm_bandwidth": HBM_BANDWIDTH, "launch_overhead": LAUNCH_OVERHEAD}
         if config.roofline else {}))
     fn = evaluate_batch if config.batch else evaluate_population
     static = {"num_devices": config.num_devices, "chunk": config.chunk,
-              "scheduler": config.scheduler}
+              "scheduler": config.scheduler, "fusion": config.fusion}
     if config.sharded:
         fn = evaluate_population_sharded
         static["mesh"] = jax.sharding.Mesh(np.array(jax.devices()), ("population",))
@@ -291,20 +297,21 @@ def render(results: dict[Config, Result], main: list[Config], batch: Config | No
 
     scheduler_rows = [c for c in scheduler_rows if c in results]
     if scheduler_rows:
-        out += ["", ("**Schedulers** (SPEC §8.2; the list scheduler is SPEC §2–§4). Every row "
-                     f"with the §8.1 roofline on: hbm_bandwidth {HBM_BANDWIDTH:g} B/unit, "
+        out += ["", ("**Schedulers and fusion** (SPEC §8.2; the list scheduler is SPEC §2–§4; "
+                     "+ fusion = SPEC §8.3 with uniform random fusion keys, no capacity). Every "
+                     f"row with the §8.1 roofline on: hbm_bandwidth {HBM_BANDWIDTH:g} B/unit, "
                      f"launch_overhead {LAUNCH_OVERHEAD:g}; same graphs, latency and bandwidth "
                      "as above. *vs list* = evals/s of the row / evals/s of the list scheduler "
-                     "at the same N and D."), "",
-                _row(["scheduler", "N ops", "bucket N/T/E", "D", "P", "compile s", "ms/call",
+                     "without fusion at the same N and D."), "",
+                _row(["mode", "N ops", "bucket N/T/E", "D", "P", "compile s", "ms/call",
                       "evals/s", "µs/eval", "vs list"]), _row(["---"] * 10)]
         for cfg in scheduler_rows:
             r = results[cfg]
-            base = next((results[c] for c in scheduler_rows if c.scheduler == "list"
+            base = next((results[c] for c in scheduler_rows if c.mode == "list"
                          and c.num_ops == cfg.num_ops and c.num_devices == cfg.num_devices),
                         None)
             out.append(_row([
-                cfg.scheduler, f"{cfg.num_ops:,}", "/".join(f"{x:,}" for x in r.bucket),
+                cfg.mode, f"{cfg.num_ops:,}", "/".join(f"{x:,}" for x in r.bucket),
                 str(cfg.num_devices), f"{cfg.population:,}", f"{r.compile_s:.1f}",
                 f"{1e3 * r.median_s:,.1f}", f"{r.evals_per_s:,.0f}", f"{r.us_per_eval:,.1f}",
                 "—" if base is None else f"{r.evals_per_s / base.evals_per_s:.3g}×"]))
@@ -382,6 +389,8 @@ def parse_args(argv: Sequence[str]) -> argparse.Namespace:
     p.add_argument("--scheduler-sizes", type=parse_int_list,
                    help="graph sizes of the schedulers table (default: those of --sizes among "
                         "500,2000)")
+    p.add_argument("--no-fusion", dest="fusion", action="store_false",
+                   help="leave the + fusion rows (SPEC §8.3) out of the schedulers table")
     p.add_argument("--scheduler-population", type=int,
                    help="chromosomes per call in the schedulers table (default: by size, "
                         "backend and scheduler)")
@@ -451,8 +460,9 @@ def main(argv: Sequence[str] | None = None) -> dict[Config, Result]:
     pop_cfgs = [Config(ref_n, ref_d, p) for p in sorted(set(sweep_ps))]
     scheduler_cfgs = [
         Config(n, d, args.scheduler_population or default_population(n, backend, s),
-               scheduler=s, roofline=True)
-        for n in args.scheduler_sizes for d in args.devices for s in args.schedulers]
+               scheduler=s, roofline=True, fusion=f)
+        for n in args.scheduler_sizes for d in args.devices for s in args.schedulers
+        for f in ((False, True) if args.fusion else (False,))]
 
     todo = list(dict.fromkeys(main_cfgs + ([batch_cfg] if batch_cfg else [])
                               + ([sharded_cfg] if sharded_cfg else [])
