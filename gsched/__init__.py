@@ -10,7 +10,7 @@ The public surface, re-exported here name by name (code lives in the sub-modules
   :func:`augment`, :func:`split_by_topology`, :func:`dedup`;
 * device-side graphs: :class:`PaddedGraph`, :class:`Bucket`, :func:`bucket_for`,
   :func:`pad_graph`, :func:`batch_graphs`, :func:`pad_keys`;
-* the cost model (SPEC §2–§4): :class:`CostParams`, :class:`Evaluation`, :func:`evaluate`,
+* the cost model (SPEC §2–§4, §8): :class:`CostParams`, :class:`Evaluation`, :func:`evaluate`,
   :func:`evaluate_population`, :func:`evaluate_population_sharded`,
   :func:`evaluate_batch`, :func:`score`, :func:`order_keys`,
   and the host-side :func:`evaluate_graph` / :func:`evaluate_order`;
@@ -18,7 +18,8 @@ The public surface, re-exported here name by name (code lives in the sub-modules
   :func:`uniform_params`, :func:`brkga_run`, :func:`brkga_run_batch`;
 * baselines on the same budget: :func:`random_search_batch`, :func:`local_search_batch`;
 * every optimizer by name (what ``python -m gsched optimize`` runs): :data:`METHODS`,
-  :class:`Method`, :func:`optimize`.
+  :class:`Method`, :func:`optimize`; and :func:`optimize_jax`: a JAX program → XLA's schedule
+  vs an optimizer's, in one call.
 """
 
 from gsched.core.graph import Graph, GraphError, make_graph, topological_order
@@ -33,6 +34,7 @@ from gsched.generators import (augment, dedup, layered_graph, random_computation
                                split_by_topology, synthetic_dataset)
 from gsched.importers import import_jax
 from gsched.methods import METHODS, Method, optimize
+from gsched.programs import optimize_jax
 from gsched.search.brkga import BRKGAConfig, BRKGAParams, BRKGAResult, uniform_params
 from gsched.search.brkga import run as brkga_run
 from gsched.search.brkga import run_batch as brkga_run_batch
@@ -49,6 +51,7 @@ __all__ = [
     "evaluate_order", "evaluate_population", "evaluate_population_sharded", "import_jax",
     "layered_graph",
     "load_dataset", "load_graph", "load_graphs", "local_search_batch", "make_graph", "optimize",
+    "optimize_jax",
     "order_keys", "pad_graph", "pad_keys", "random_computation_graph", "random_search_batch",
     "save_dataset",
     "save_graph", "score", "split_by_topology", "synthetic_dataset", "topological_order",

@@ -21,7 +21,7 @@ STAGES = [
     ("gsched.baselines",),
     ("gsched.policies",),
     ("gsched.methods",),
-    ("gsched.harness", "gsched.plot", "gsched.cli", "gsched.__main__"),
+    ("gsched.harness", "gsched.plot", "gsched.programs", "gsched.cli", "gsched.__main__"),
     ("gsched",),  # the package's public surface (gsched/__init__.py)
 ]
 INFRA = "gsched.infra"  # infrastructure (configs, logs, checkpoints): importable from any stage
