@@ -9,8 +9,9 @@ chromosome (no batch axis; ``vmap`` adds one):
    (data and control) are exactly one op ``c`` on ``v``'s device. Candidates are visited in
    descending key (ties: smaller op index), decided once before any merge; ``v`` joins the
    group that holds ``c`` unless the merged group's internal bytes would exceed
-   ``fusion_capacity`` (equal is allowed). Each merge is one ``O(N)`` vector update, so a
-   chromosome costs ``O(N²)`` element operations at worst — less than an event-driven schedule.
+   ``fusion_capacity`` (equal is allowed). Each merge is one ``O(N)`` vector update over the
+   candidates only, so a chromosome costs ``O(C·N)`` element operations for ``C`` candidates
+   (``O(N²)`` at worst) — less than an event-driven schedule.
 2. :func:`contract` — the contracted program as a :class:`PaddedGraph` **of the same bucket**,
    which every scheduler and the memory walk then read unchanged: each group is one op at its
    root's index (its ``compute_cost`` and ``temporary_memory`` the sums over the group, exact in
@@ -65,7 +66,7 @@ def fusion_roots(graph: PaddedGraph, device: jnp.ndarray, fusion_keys: jnp.ndarr
     candidate, consumer = fusion_candidates(graph, device, fusion_keys)
     # Visit order: candidates first, by descending key, then smaller index (stable sort).
     visit = jnp.argsort(jnp.where(candidate, -fusion_keys, jnp.inf), stable=True)
-    num_candidates = jnp.sum(candidate)
+    num_candidates = jnp.sum(candidate, dtype=jnp.int32)
 
     # Bytes of each op's outputs (all read by its consumer), in the memory unit; the internal
     # bytes of each group, kept at its root.
@@ -76,22 +77,22 @@ def fusion_roots(graph: PaddedGraph, device: jnp.ndarray, fusion_keys: jnp.ndarr
     bounded = capacity / unit < 2.0 ** (MEMORY_VALUE_BITS + 1)  # else nothing exceeds it
     cap = fp.from_float(jnp.where(bounded, capacity, 0.0), unit, MEMORY_LO_BITS)
 
-    def merge(k, carry):
-        root, inner_hi, inner_lo = carry
+    def merge(carry):
+        k, root, inner_hi, inner_lo = carry
         v = visit[k]
         target = root[consumer[v]]
         merged = fp.add(fp.add(fp.Fixed(inner_hi[v], inner_lo[v]),
                                fp.Fixed(inner_hi[target], inner_lo[target]), MEMORY_LO_BITS),
                         fp.Fixed(out_hi[v], out_lo[v]), MEMORY_LO_BITS)
         fits = ~bounded | ~fp.greater(merged, cap)
-        ok = (k < num_candidates) & fits
-        root = jnp.where(ok & (root == v), target, root)
-        inner_hi = inner_hi.at[target].set(jnp.where(ok, merged.hi, inner_hi[target]))
-        inner_lo = inner_lo.at[target].set(jnp.where(ok, merged.lo, inner_lo[target]))
-        return root, inner_hi, inner_lo
+        root = jnp.where(fits & (root == v), target, root)
+        inner_hi = inner_hi.at[target].set(jnp.where(fits, merged.hi, inner_hi[target]))
+        inner_lo = inner_lo.at[target].set(jnp.where(fits, merged.lo, inner_lo[target]))
+        return k + 1, root, inner_hi, inner_lo
 
     zeros = jnp.zeros(n, jnp.int32)
-    root, _, _ = lax.fori_loop(0, n, merge, (jnp.arange(n, dtype=jnp.int32), zeros, zeros))
+    _, root, _, _ = lax.while_loop(lambda carry: carry[0] < num_candidates, merge,
+                                   (jnp.int32(0), jnp.arange(n, dtype=jnp.int32), zeros, zeros))
     return root
 
 
