@@ -52,10 +52,16 @@ class Outcome(NamedTuple):
     compile_seconds: float  # ahead-of-time compilation, excluded from wall_seconds
 
 
-def _brkga(run_batch: Callable, **fixed) -> Callable[[], Search]:
-    """A ``build`` for a BRKGA ``run_batch`` with ``fixed`` settings; the runner returns the
+def _searched(run_batch: Callable, **fixed) -> Callable[..., Search]:
+    """A ``build`` for ``run_batch`` with ``fixed`` settings, to which the method's options
+    (``genes``, ...) are added."""
+    return lambda **options: Search(run_batch, {**fixed, **options})
+
+
+def _brkga(run_batch: Callable, **fixed) -> Callable[..., Search]:
+    """:func:`_searched` for a BRKGA ``run_batch``: the runner returns the
     :class:`SearchResult` part of its result."""
-    return lambda: Search(lambda *a, **kw: run_batch(*a, **kw).search_result(), fixed)
+    return _searched(lambda *a, **kw: run_batch(*a, **kw).search_result(), **fixed)
 
 
 def _heuristic(name: str) -> Callable[[], Callable]:
@@ -67,22 +73,16 @@ BEAM_SIZE = Option("beam_size", int, "approx_dp: beam width K (default 100,000)"
 CHAINS = Option("chains", int, "annealing: independent Metropolis chains per graph (default 8)")
 
 
-def _searched(run_batch: Callable) -> Callable[..., Search]:
-    """A ``build`` taking the searches' options (``genes``, ...) as fixed settings."""
-    return lambda **options: Search(run_batch, options)
-
-
 # Random search, BRKGA, local search and annealing take the whole cost-model interface (SPEC §8
 # included); BRKGA's defaults are the paper's (π = 100, π_e = 10, π_c = 80, ρ = 0.7, uniform
 # genes).
 _BUILT_IN: dict[str, Method] = {
     "brkga": Method("BRKGA with REGAL's defaults (uniform genes, elite bias 0.7)", "search",
-                    lambda **o: _brkga(brkga.run_batch, config=brkga.BRKGAConfig(), **o)(),
-                    options=(GENES,), exec_model=True),
+                    _brkga(brkga.run_batch, config=brkga.BRKGAConfig()), options=(GENES,),
+                    exec_model=True),
     "tuned_brkga": Method("BRKGA with the grid-searched setting of the objective "
                           "(gsched/search/tuned_brkga.json)", "search",
-                          lambda **o: _brkga(tuning.tuned_run_batch, **o)(), options=(GENES,),
-                          exec_model=True),
+                          _brkga(tuning.tuned_run_batch), options=(GENES,), exec_model=True),
     "random": Method("random search: the best of the budget's uniform chromosomes", "search",
                      _searched(random_search.run_batch), options=(GENES,), exec_model=True),
     "local_search": Method("local search: sampled best one-step device/order/fusion moves, "

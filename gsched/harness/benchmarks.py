@@ -44,16 +44,20 @@ def package_version(package: str) -> str:
         return "unknown"
 
 
-def machine_description() -> list[str]:
-    """Markdown list items: OS, CPU and cores, JAX and its devices, Python, load average."""
-    cpu = platform.processor() or ""
+def cpu_model() -> str:
+    """The CPU's model name (``/proc/cpuinfo``, else ``platform.processor()``), or ``""``."""
     try:
         for line in Path("/proc/cpuinfo").read_text().splitlines():
             if line.startswith("model name"):
-                cpu = line.split(":", 1)[1].strip()
-                break
+                return line.split(":", 1)[1].strip()
     except OSError:
         pass
+    return platform.processor() or ""
+
+
+def machine_description() -> list[str]:
+    """Markdown list items: OS, CPU and cores, JAX and its devices, Python, load average."""
+    cpu = cpu_model()
     try:
         usable = len(os.sched_getaffinity(0))
     except AttributeError:

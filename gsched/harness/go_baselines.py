@@ -135,8 +135,7 @@ def report(records: list[dict], budget: int) -> str:
     """The Markdown table: per D, step time (µs) of each row under its dynamic scheduler, and
     the change from the static list schedule of the same method."""
     by = {r["key"]: r for r in records}
-    names = sorted({r["graph"] for r in records}, key=lambda n: [r["graph"] for r in records]
-                   .index(n))
+    names = list(dict.fromkeys(r["graph"] for r in records))  # first-seen order
     lines = ["# GO / GDP baselines: step time under SPEC §8 (CPU scale)", "",
              f"Objective: runtime (step time, µs) on the {PRESET.upper()} preset (roofline "
              f"kernels), copies over a {LINK_BANDWIDTH:.3g} bytes/µs link with "

@@ -42,7 +42,6 @@ import datetime
 import json
 import math
 import os
-import platform
 import subprocess
 import sys
 import tempfile
@@ -680,24 +679,15 @@ def run(out: Path, budget: int = 5000, beam: int = 1000, seed: int = 0,
 
 
 def machine() -> dict:
-    """CPU model (``lscpu``), core count, load average, JAX version, date."""
-    model = platform.processor() or "unknown"
-    try:
-        lines = subprocess.run(["lscpu"], capture_output=True, text=True, timeout=10,
-                               check=False).stdout
-        model = next((ln.split(":", 1)[1].strip() for ln in lines.splitlines()
-                      if ln.startswith("Model name")), model)
-    except (OSError, subprocess.SubprocessError):
-        pass
-    try:
-        import jax
+    """CPU model (:func:`gsched.harness.benchmarks.cpu_model`), core count, load average, JAX
+    version, date."""
+    import jax
 
-        version = jax.__version__
-    except ImportError:
-        version = "?"
+    from gsched.harness.benchmarks import cpu_model
+
     load = os.getloadavg() if hasattr(os, "getloadavg") else (float("nan"),) * 3
-    return {"cpu": model, "cores": os.cpu_count(), "load": load, "jax": version,
-            "date": datetime.date.today().isoformat()}
+    return {"cpu": cpu_model() or "unknown", "cores": os.cpu_count(), "load": load,
+            "jax": jax.__version__, "date": datetime.date.today().isoformat()}
 
 
 def _n(value, digits: int = 0) -> str:

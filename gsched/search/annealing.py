@@ -143,12 +143,12 @@ def _initial(key: jax.Array, n: int, t: int, d: int, fusion: bool) -> jnp.ndarra
     return jnp.concatenate(parts)
 
 
-def _propose(key: jax.Array, x: jnp.ndarray, op_mask: jnp.ndarray, tensor_mask: jnp.ndarray,
+def _propose(key: jax.Array, x: jnp.ndarray, real_ops, num_ops, real_tensors, num_tensors,
              *, num_devices: int, kinds: tuple[str, ...]) -> jnp.ndarray:
-    """One random move (module docstring) of one chromosome ``x [L]``."""
-    n, d = op_mask.shape[0], num_devices
+    """One random move (module docstring) of one chromosome ``x [L]``; ``real_ops`` /
+    ``real_tensors`` and their counts are the graph's :func:`_real_indices`."""
+    n, d = real_ops.shape[0], num_devices
     k_kind, k_op, k_dev, k_val, k_tensor, k_tdev, k_which = jax.random.split(key, 7)
-    real_ops, num_ops = _real_indices(op_mask)
     j = real_ops[jax.random.randint(k_op, (), 0, jnp.maximum(num_ops, 1))]
     candidates = []
     for kind in kinds:
@@ -161,7 +161,6 @@ def _propose(key: jax.Array, x: jnp.ndarray, op_mask: jnp.ndarray, tensor_mask: 
             value = jax.random.uniform(k_val, (), x.dtype)
             moved = x.at[n * d + j].set(value)
             if d >= 2:
-                real_tensors, num_tensors = _real_indices(tensor_mask)
                 tensor = real_tensors[jax.random.randint(k_tensor, (), 0,
                                                          jnp.maximum(num_tensors, 1))]
                 device = jax.random.randint(k_tdev, (), 0, d)
@@ -236,7 +235,9 @@ def run_batch(key: jax.Array, graphs: PaddedGraph, *, num_devices: int, budget: 
     step_keys = jax.vmap(lambda k: jax.random.split(jax.random.fold_in(k, 1), steps))(graph_keys)
 
     propose = functools.partial(_propose, num_devices=num_devices, kinds=kinds)
-    propose_all = jax.vmap(jax.vmap(propose, in_axes=(0, 0, None, None)))
+    propose_all = jax.vmap(jax.vmap(propose, in_axes=(0, 0, None, None, None, None)))
+    real = (*jax.vmap(_real_indices)(graphs.op_mask),  # once per graph, not per proposal
+            *jax.vmap(_real_indices)(graphs.tensor_mask))
 
     def step(carry, xs):
         current, value, best = carry
@@ -244,7 +245,7 @@ def run_batch(key: jax.Array, graphs: PaddedGraph, *, num_devices: int, budget: 
         k_move, k_accept = jnp.moveaxis(jax.vmap(lambda k: jax.random.split(k, 2))(keys_i),
                                         1, 0)
         chain_keys = jax.vmap(lambda k: jax.random.split(k, size))(k_move)
-        moved = propose_all(chain_keys, current, graphs.op_mask, graphs.tensor_mask)
+        moved = propose_all(chain_keys, current, *real)
         proposals = freeze(jnp.where(i == 0, current, moved))
         evaluation, values = evaluate(proposals)  # [B, K]
         counted = (i * size + jnp.arange(size) < budget)[None, :]
