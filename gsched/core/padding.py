@@ -9,13 +9,16 @@ Besides the graph itself the padded form carries the CSR lists the scheduler wal
 item finishes (see ``gsched.costmodel.schedule``): for op ``p`` its distinct consumer ops (one per
 (p, c) pair, however many tensors of ``p`` that ``c`` reads) and its output tensors (each
 standing for the transfers ``X(t, ·)`` it may need); for tensor ``t`` its consumer ops.
+:func:`topological_level` and :func:`topological_rank` are traceable functions of a padded graph.
 """
 
 from __future__ import annotations
 
+import zlib
 from typing import NamedTuple, Sequence
 
 import jax
+import jax.numpy as jnp
 import numpy as np
 
 from gsched.core.graph import Graph
@@ -64,6 +67,7 @@ class PaddedGraph(NamedTuple):
     tensor_consumer_start: np.ndarray  # [T] int32 → consumer_by_tensor
     tensor_consumer_end: np.ndarray  # [T] int32
     op_is_input: np.ndarray  # [N] bool program inputs (SPEC §1; False for padding)
+    op_type_hash: np.ndarray  # [N] int32 CRC-32 of the op type (31 bits; 0 for "" and padding)
 
     @property
     def bucket(self) -> Bucket:
@@ -121,6 +125,11 @@ def _ranges(owner: np.ndarray, size: int) -> tuple[np.ndarray, np.ndarray]:
     return (end - counts).astype(np.int32), end.astype(np.int32)
 
 
+def type_hash(op_type: str) -> int:
+    """A stable 31-bit hash of an op type string: ``crc32(utf-8) & 0x7FFFFFFF``, 0 for ``""``."""
+    return zlib.crc32(op_type.encode()) & 0x7FFFFFFF if op_type else 0
+
+
 def pad_graph(graph: Graph, bucket: Bucket | None = None) -> PaddedGraph:
     """Pads ``graph`` into ``bucket`` (default: :func:`bucket_for`). Raises if it does not fit."""
     bucket = bucket or bucket_for(graph)
@@ -161,7 +170,36 @@ def pad_graph(graph: Graph, bucket: Bucket | None = None) -> PaddedGraph:
         tensor_consumer_start=consumer_start,
         tensor_consumer_end=consumer_end,
         op_is_input=_padded(graph.is_input, nb, bool),
+        op_type_hash=_padded(np.array([type_hash(t) for t in graph.op_types], np.int64), nb,
+                             np.int32),
     )
+
+
+def topological_level(graph: PaddedGraph) -> jnp.ndarray:
+    """``[N]`` int32 longest-path level of each op from the sources (0 for padding): one graph,
+    no batch axis. Iterates level relaxation to its fixpoint (at most depth + 1 rounds of a
+    scatter-max over the edges)."""
+    n = graph.op_mask.shape[0]
+    sender = graph.tensor_producer[graph.edge_tensor]
+
+    def relax(state):
+        level, _ = state
+        candidate = jnp.where(graph.edge_mask, level[sender] + 1, 0)
+        new = jnp.zeros(n, jnp.int32).at[graph.edge_consumer].max(candidate)
+        return new, jnp.any(new != level)
+
+    level, _ = jax.lax.while_loop(lambda s: s[1], relax,
+                                  (jnp.zeros(n, jnp.int32), jnp.array(True)))
+    return level
+
+
+def topological_rank(graph: PaddedGraph) -> jnp.ndarray:
+    """``[N]`` int32 position of each op in a topological order (longest-path level from the
+    sources, ties by op index; padded ops last). Iterates level relaxation to its fixpoint
+    (at most depth + 1 rounds of a scatter-max over the edges)."""
+    n = graph.op_mask.shape[0]
+    key = jnp.where(graph.op_mask, topological_level(graph), n) * n + jnp.arange(n)
+    return jnp.zeros(n, jnp.int32).at[jnp.argsort(key)].set(jnp.arange(n, dtype=jnp.int32))
 
 
 def batch_graphs(graphs: Sequence[Graph], bucket: Bucket | None = None) -> PaddedGraph:

@@ -18,7 +18,7 @@ import equinox as eqx
 import jax
 import jax.numpy as jnp
 
-from gsched.core.padding import PaddedGraph
+from gsched.core.padding import PaddedGraph, topological_rank
 
 
 class MLP(eqx.Module):
@@ -91,25 +91,6 @@ class GNN(eqx.Module):
 
         h, _ = jax.lax.scan(propagate, self.node_encoder(nodes), None, length=self.steps)
         return h
-
-
-def topological_rank(graph: PaddedGraph) -> jnp.ndarray:
-    """``[N]`` int32 position of each op in a topological order (longest-path level from the
-    sources, ties by op index; padded ops last). Iterates level relaxation to its fixpoint
-    (at most depth + 1 rounds of a scatter-max over the edges)."""
-    n = graph.op_mask.shape[0]
-    sender = graph.tensor_producer[graph.edge_tensor]
-
-    def relax(state):
-        level, _ = state
-        candidate = jnp.where(graph.edge_mask, level[sender] + 1, 0)
-        new = jnp.zeros(n, jnp.int32).at[graph.edge_consumer].max(candidate)
-        return new, jnp.any(new != level)
-
-    level, _ = jax.lax.while_loop(lambda s: s[1], relax,
-                                  (jnp.zeros(n, jnp.int32), jnp.array(True)))
-    key = jnp.where(graph.op_mask, level, n) * n + jnp.arange(n)
-    return jnp.zeros(n, jnp.int32).at[jnp.argsort(key)].set(jnp.arange(n, dtype=jnp.int32))
 
 
 class SequenceEncoder(eqx.Module):
