@@ -19,7 +19,7 @@ from typing import Any, Callable, Mapping, NamedTuple, Sequence
 import jax
 import numpy as np
 
-from gsched.policies import regal, topoformer
+from gsched.policies import go, regal, topoformer
 from gsched.baselines import EVALUATIONS, HEURISTICS, cpsat, dp, ordering, program_order
 from gsched.baselines.heuristics import single_device
 from gsched.baselines.placement import PLACEMENT_BASELINES
@@ -42,7 +42,7 @@ from gsched.search import tuned as tuning
 from gsched.infra import resources
 from gsched.search.common import SearchResult
 
-PLUGINS = (regal, topoformer)  # packages exporting METHODS
+PLUGINS = (regal, topoformer, go)  # packages exporting METHODS
 
 
 class Outcome(NamedTuple):

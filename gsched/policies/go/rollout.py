@@ -1,0 +1,119 @@
+"""A trained GDP / GO policy as a budgeted search: zero-shot decoding, optional fine-tuning.
+
+:func:`policy_search` runs, for every graph of a batch on its own (a ``vmap`` over graphs, so
+fine-tuning gives each graph its own copy of the parameters):
+
+1. **greedy** — the policy's most likely actions, ``rounds`` refinement steps (GO eq. 2), each
+   evaluated: ``rounds`` evaluations (the zero-shot result);
+2. **fine-tuning** (``finetune_steps = K > 0``, GDP §4.3 / GO §5.2: ≤ 50 updates on a graph
+   the policy never saw) — ``K`` PPO iterations on that graph alone
+   (:func:`gsched.policies.go.ppo.ppo_iteration`), rewards normalized by the greedy value of
+   step 1 (the classical baselines are not part of the search): ``K · samples · rounds``
+   evaluations;
+3. the rest of the budget: ``decode="greedy"`` decodes greedily once more with the fine-tuned
+   parameters (``rounds`` evaluations; nothing when ``K = 0``); ``decode="sample"`` spends
+   what is left in batches of ``samples`` sampled rollouts.
+
+Every evaluated solution (fine-tuning rollouts included) competes for the result, and
+``evals_used`` counts every evaluation. :func:`evaluations_needed` gives the minimum budget;
+a smaller one raises ``ValueError``.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+
+import equinox as eqx
+import jax
+import jax.numpy as jnp
+
+from gsched.costmodel.params import CostParams
+from gsched.policies.go import actions as act
+from gsched.policies.go.network import PolicyNetwork
+from gsched.policies.go.ppo import (
+    Batch,
+    ExecModel,
+    PPOConfig,
+    optimizer,
+    ppo_iteration,
+    rollouts,
+)
+from gsched.search.common import SearchResult
+
+DECODINGS = ("greedy", "sample")
+
+
+def evaluations_needed(config: PPOConfig, decode: str, finetune_steps: int) -> int:
+    """The fewest evaluations a search with these settings spends per graph."""
+    if decode not in DECODINGS:
+        raise ValueError(f"decode must be one of {DECODINGS}, got {decode!r}")
+    if isinstance(finetune_steps, bool) or not isinstance(finetune_steps, int) \
+            or finetune_steps < 0:
+        raise ValueError(f"finetune_steps must be an int >= 0, got {finetune_steps!r}")
+    needed = config.rounds + finetune_steps * config.samples * config.rounds
+    if finetune_steps and decode == "greedy":
+        needed += config.rounds
+    return needed
+
+
+def policy_search(key: jax.Array, net: PolicyNetwork, graphs, cost_params: CostParams, *,
+                  space: act.ActionSpace, exec_model: ExecModel, config: PPOConfig,
+                  budget: int, objective: str, decode: str = "greedy",
+                  finetune_steps: int = 0) -> SearchResult:
+    """The search of the module docstring on ``graphs [B]``; a :class:`SearchResult`."""
+    needed = evaluations_needed(config, decode, finetune_steps)
+    if budget < needed:
+        raise ValueError(f"the policy needs {needed} evaluations per graph ({config.rounds} "
+                         f"greedy rounds + {finetune_steps} fine-tuning iterations × "
+                         f"{config.samples} samples × {config.rounds} rounds), the budget is "
+                         f"{budget}")
+    space.check_exec_model(exec_model.num_devices, exec_model.fusion)
+    config = dataclasses.replace(config, objective=objective)
+    cost_params = jax.tree.map(lambda x: jnp.asarray(x, jnp.float32), cost_params)
+    params, static = eqx.partition(net, eqx.is_array)
+    per_rollout = config.samples * config.rounds
+    chunks = 0
+    if decode == "sample":
+        chunks = (budget - needed) // per_rollout
+    settings = dict(space=space, exec_model=exec_model, objective=objective,
+                    rounds=config.rounds, infeasible_reward=config.infeasible_reward)
+
+    def one(graph, key):
+        graph = jax.tree.map(lambda x: x[None], graph)  # a batch of one graph
+        keys = jax.random.split(key, 3)
+        unit = jnp.ones(1, jnp.float32)
+        _, best = rollouts(net, graph, unit, keys[0], None, cost_params, samples=1,
+                           greedy=True, **settings)
+        tuned = params
+        if finetune_steps:
+            reference = jnp.where(jnp.isfinite(best.value) & (best.value > 0), best.value, 1.0)
+            batch = Batch(graph, reference)
+
+            def iterate(carry, k):
+                p, opt_state, best = carry
+                p, opt_state, _, best = ppo_iteration(p, opt_state, k, static, batch, best,
+                                                      cost_params, space=space,
+                                                      exec_model=exec_model, config=config)
+                return (p, opt_state, best), None
+
+            (tuned, _, best), _ = jax.lax.scan(
+                iterate, (params, optimizer(config).init(params), best),
+                jax.random.split(keys[1], finetune_steps))
+            if decode == "greedy":
+                _, best = rollouts(eqx.combine(tuned, static), graph, unit, keys[0], best,
+                                   cost_params, samples=1, greedy=True, **settings)
+        if chunks:
+            policy = eqx.combine(tuned, static)
+
+            def draw(best, k):
+                _, best = rollouts(policy, graph, unit, k, best, cost_params,
+                                   samples=config.samples, **settings)
+                return best, None
+
+            best, _ = jax.lax.scan(draw, best, jax.random.split(keys[2], chunks))
+        return jax.tree.map(lambda x: x[0], best)
+
+    count = graphs.op_mask.shape[0]
+    best = jax.vmap(one)(graphs, jax.random.split(key, count))
+    used = jnp.full(count, needed + chunks * per_rollout, jnp.int32)
+    return SearchResult(best.value, best.keys, best.evaluation, used)

@@ -1,0 +1,151 @@
+"""GDP / GO end to end: the trainer (resume, export), the jitted PPO iteration, the ``gdp`` /
+``go`` methods through ``optimize`` (zero-shot, fine-tuning, sampling, budgets, errors)."""
+
+from __future__ import annotations
+
+import json
+
+import jax
+import numpy as np
+import pytest
+
+from gsched import methods
+from gsched.costmodel.params import CostParams
+from gsched.generators import layered_graph
+from gsched.infra.checkpoint import load_checkpoint
+from gsched.policies.go import training
+from gsched.policies.go.checkpoint import load_policy
+from gsched.policies.go.ppo import init_state, make_train_step
+
+TINY = ["steps=4", "batch_size=2", "checkpoint_every=2", "validate_every=2", "log_every=1",
+        "network.gs_layers=1", "network.gs_dim=8", "network.d_model=8", "network.n_head=1",
+        "network.d_head=8", "network.d_inner=8", "network.segment=16",
+        "network.type_embed=4", "ppo.samples=2", "ppo.epochs=1", "ppo.minibatches=2",
+        "data.num_graphs=4", "data.valid_graphs=2", "data.min_ops=10", "data.max_ops=20"]
+
+
+def _train(tmp_path, name, method, *extra):
+    run = tmp_path / name
+    argv = ["--config", f"train/configs/{method}_small.toml", "--run-dir", str(run), *TINY,
+            *extra]
+    assert training.main(argv, prog=f"python -m train.{method}") == 0
+    return run
+
+
+@pytest.fixture(scope="module")
+def gdp_run(tmp_path_factory):
+    return _train(tmp_path_factory.mktemp("gdp"), "run", "gdp")
+
+
+@pytest.fixture(scope="module")
+def go_run(tmp_path_factory):
+    return _train(tmp_path_factory.mktemp("go"), "run", "go", "ppo.rounds=2")
+
+
+def _graphs(count=2, seed=5):
+    rng = np.random.default_rng(seed)
+    return [layered_graph(int(n), rng) for n in rng.integers(10, 20, count)]
+
+
+def test_training_writes_metrics_and_a_loadable_export(gdp_run):
+    lines = [json.loads(s) for s in (gdp_run / "metrics.jsonl").read_text().splitlines()]
+    assert [r["step"] for r in lines] == [1, 2, 3, 4]
+    assert all(np.isfinite(r["reward"]) and r["evaluations"] == 2 * 2 for r in lines)
+    assert "val/reward" in lines[1]
+    net, spec, meta = load_policy(gdp_run)
+    assert spec.space.tasks == ("placement",) and spec.scheduler == "fifo"
+    assert meta["step"] in (2, 4)
+
+
+def test_resume_is_bit_identical(tmp_path):
+    full = _train(tmp_path, "full", "gdp")
+    part = _train(tmp_path, "part", "gdp", "steps=2")
+    argv = ["--config", "train/configs/gdp_small.toml", "--run-dir", str(part), "--resume",
+            *TINY]
+    assert training.main(argv) == 0
+    a = (full / "checkpoints" / "4")
+    b = (part / "checkpoints" / "4")
+    net, spec, _ = load_policy(full)
+    template = init_state(net, spec.ppo, jax.random.key(0))
+    state_a, _ = load_checkpoint(a, template)
+    state_b, _ = load_checkpoint(b, template)
+    for x, y in zip(jax.tree.leaves(state_a), jax.tree.leaves(state_b)):
+        if jax.dtypes.issubdtype(getattr(x, "dtype", None), jax.dtypes.prng_key):
+            x, y = jax.random.key_data(x), jax.random.key_data(y)
+        np.testing.assert_array_equal(np.asarray(x), np.asarray(y))
+
+
+def test_the_ppo_iteration_compiles_once_per_bucket(gdp_run):
+    net, spec, _ = load_policy(gdp_run)
+    config = training.TrainConfig(network=spec.network, space=spec.space, ppo=spec.ppo)
+    graphs = _graphs(2)
+    from gsched.core.padding import batch_graphs, bucket_for
+    from gsched.policies.go.ppo import Batch
+
+    bucket = bucket_for(graphs)
+    batch = Batch(batch_graphs(graphs, bucket), np.ones(2, np.float32))
+    step = make_train_step(net, spec.space, config.exec_model, spec.ppo, CostParams())
+    state = init_state(net, spec.ppo, jax.random.key(0))
+    state, metrics = step(state, batch)
+    state, metrics = step(state, batch)
+    assert step._cache_size() == 1
+    assert int(state.step) == 2 and np.isfinite(float(metrics["reward"]))
+
+
+@pytest.mark.parametrize("decode,finetune,evals", [("greedy", 0, 1), ("greedy", 2, 1 + 4 + 1),
+                                                   ("sample", 0, 1 + 2 * 4)])
+def test_gdp_method_through_optimize(gdp_run, decode, finetune, evals):
+    graphs = _graphs(2)
+    budget = 9 if decode == "sample" else 6
+    outcome = methods.optimize("gdp", graphs, num_devices=2, budget=budget, objective="runtime",
+                               scheduler="fifo",
+                               options={"checkpoint": str(gdp_run), "decode": decode,
+                                        "finetune_steps": finetune})
+    for row in outcome.results:
+        assert row["evals_used"] == evals
+        assert row["checkpoint"] == str(gdp_run) and row["policy_tasks"] == "placement"
+        assert np.isfinite(row["value"]) and row["value"] == row["runtime"]
+
+
+def test_sampling_and_finetuning_never_lose_to_greedy(gdp_run):
+    graphs = _graphs(2, seed=9)
+    run = dict(num_devices=2, objective="runtime", scheduler="fifo")
+    greedy = methods.optimize("gdp", graphs, budget=1, options={"checkpoint": str(gdp_run)},
+                              **run)
+    tuned = methods.optimize("gdp", graphs, budget=20, options={
+        "checkpoint": str(gdp_run), "decode": "sample", "finetune_steps": 2}, **run)
+    for g, t in zip(greedy.results, tuned.results):
+        assert t["value"] <= g["value"]
+
+
+def test_go_method_decides_fusion_and_needs_it(go_run):
+    graphs = _graphs(2)
+    outcome = methods.optimize("go", graphs, num_devices=2, budget=2, objective="runtime",
+                               scheduler="priority", fusion=True,
+                               options={"checkpoint": str(go_run)})
+    assert all(r["evals_used"] == 2 and "fusion" in r for r in outcome.results)
+    with pytest.raises(ValueError, match="fusion on"):
+        methods.optimize("go", graphs, num_devices=2, budget=2, objective="runtime",
+                         scheduler="priority", options={"checkpoint": str(go_run)})
+
+
+def test_method_errors(gdp_run, tmp_path):
+    graphs = _graphs(1)
+    with pytest.raises(ValueError, match="2 devices"):
+        methods.optimize("gdp", graphs, num_devices=3, budget=5,
+                         options={"checkpoint": str(gdp_run)})
+    with pytest.raises(ValueError, match="budget is 3"):
+        methods.optimize("gdp", graphs, num_devices=2, budget=3,
+                         options={"checkpoint": str(gdp_run), "finetune_steps": 1})
+    with pytest.raises(ValueError, match="decode"):
+        methods.optimize("gdp", graphs, num_devices=2, budget=3,
+                         options={"checkpoint": str(gdp_run), "decode": "beam"})
+    with pytest.raises(ValueError, match="train.gdp"):
+        methods.optimize("gdp", graphs, num_devices=2, budget=3,
+                         options={"checkpoint": str(tmp_path / "none")})
+    broken = tmp_path / "broken"
+    (broken / "state").mkdir(parents=True)
+    (broken / "meta").mkdir()
+    with pytest.raises(ValueError, match="broken"):
+        methods.optimize("gdp", graphs, num_devices=2, budget=3,
+                         options={"checkpoint": str(broken)})

@@ -1,0 +1,171 @@
+"""GDP / GO actions, PPO and the policy search (gsched.policies.go.actions, .ppo, .rollout)."""
+
+from __future__ import annotations
+
+import dataclasses
+
+import equinox as eqx
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+
+from gsched.core.padding import bucket_for, pad_graph
+from gsched.costmodel.evaluate import evaluate
+from gsched.costmodel.params import CostParams
+from gsched.generators import random_computation_graph
+from gsched.policies.go import actions as act
+from gsched.policies.go.ppo import (
+    Batch,
+    ExecModel,
+    PPOConfig,
+    Steps,
+    loss,
+    reward,
+)
+
+
+def _graph(n=12, seed=0):
+    g = random_computation_graph(n, np.random.default_rng(seed))
+    return pad_graph(g, bucket_for(g))
+
+
+class TableNet(eqx.Module):
+    """A toy policy: fixed per-op logits per task and a scalar value (no graph input)."""
+
+    logits: tuple
+    value: jnp.ndarray
+
+    def __call__(self, graph, previous):
+        return self.logits, self.value
+
+
+# --- actions -------------------------------------------------------------------------------
+
+
+def test_action_space_checks():
+    with pytest.raises(ValueError, match="order"):
+        act.ActionSpace(tasks=("fusion", "placement"))
+    with pytest.raises(ValueError, match="distinct"):
+        act.ActionSpace(tasks=("placement", "placement"))
+    with pytest.raises(ValueError, match="priority_levels"):
+        act.ActionSpace(tasks=("schedule",), priority_levels=1)
+    space = act.ActionSpace(tasks=("placement", "fusion"), num_devices=4, fusion_levels=3)
+    assert space.num_actions == (4, 3)
+    with pytest.raises(ValueError, match="4 devices"):
+        space.check_exec_model(2, True)
+    with pytest.raises(ValueError, match="fusion on"):
+        space.check_exec_model(4, False)
+
+
+def test_to_keys_decodes_to_the_chosen_placement_and_priorities():
+    graph = _graph()
+    n, t = graph.op_mask.shape[0], graph.tensor_mask.shape[0]
+    rng = np.random.default_rng(1)
+    placement = jnp.asarray(rng.integers(0, 3, n), jnp.int32)
+    levels = jnp.asarray(rng.integers(0, 4, n), jnp.int32)
+    fusion = jnp.asarray(rng.integers(0, 2, n), jnp.int32)
+    space = act.ActionSpace(tasks=("placement", "schedule", "fusion"), num_devices=3,
+                            priority_levels=4)
+    keys = act.to_keys((placement, levels, fusion), graph, space, num_devices=3, fusion=True)
+    assert keys.shape == (graph.bucket.chromosome_length(3, True),)
+    result = evaluate(graph, keys, CostParams(), num_devices=3, fusion=True)
+    real = np.asarray(graph.op_mask)
+    np.testing.assert_array_equal(np.asarray(result.placement)[real], np.asarray(placement)[real])
+    np.testing.assert_allclose(keys[3 * n:4 * n], np.asarray(levels) / 3)
+    # a transfer takes its producer's priority; fusion levels map to {0, 1}
+    np.testing.assert_allclose(keys[4 * n:4 * n + 3 * t].reshape(t, 3),
+                               np.repeat((np.asarray(levels) / 3)[np.asarray(
+                                   graph.tensor_producer)][:, None], 3, axis=1))
+    np.testing.assert_array_equal(keys[4 * n + 3 * t:], np.asarray(fusion, np.float32))
+
+
+def test_to_keys_defaults_of_undecided_tasks():
+    graph = _graph()
+    n = graph.op_mask.shape[0]
+    space = act.ActionSpace(tasks=("placement",), num_devices=2)
+    device = jnp.ones(n, jnp.int32)
+    keys = act.to_keys((device,), graph, space, num_devices=2, fusion=True)
+    assert np.all(np.asarray(keys[2 * n:3 * n]) == 0.5)  # SPEC tie rules alone
+    assert np.all(np.asarray(keys[-n:]) == 1.0)  # XLA-style greedy fusion
+    keys = act.to_keys((device,), graph, space, num_devices=2, fusion=False)
+    assert keys.shape == (graph.bucket.chromosome_length(2, False),)
+
+
+def test_log_probs_entropy_and_sampling_respect_the_mask():
+    mask = jnp.array([True, True, False])
+    logits = (jnp.log(jnp.array([[0.5, 0.5], [0.9, 0.1], [0.2, 0.8]])),)
+    actions = (jnp.array([0, 1, 1], jnp.int32),)
+    np.testing.assert_allclose(act.op_log_probs(logits, actions, mask),
+                               [np.log(0.5), np.log(0.1), 0.0], rtol=1e-6)
+    expected = (np.log(2) + -(0.9 * np.log(0.9) + 0.1 * np.log(0.1))) / 2
+    np.testing.assert_allclose(act.entropy(logits, mask), expected, rtol=1e-6)
+    assert act.greedy(logits, mask)[0].tolist() == [0, 0, 0]
+    draws = jax.vmap(lambda k: act.sample(k, logits, mask)[0])(
+        jax.random.split(jax.random.key(0), 2000))
+    assert np.all(np.asarray(draws[:, 2]) == 0)
+    assert abs(float(jnp.mean(draws[:, 1])) - 0.1) < 0.03
+
+
+# --- PPO -----------------------------------------------------------------------------------
+
+
+def test_reward_is_minus_sqrt_ratio_and_ten_below_for_infeasible():
+    r = reward(jnp.array([4.0, 1.0, 9.0]), jnp.array([True, True, False]),
+               jnp.array([1.0, 4.0, 1.0]), -10.0)
+    np.testing.assert_allclose(r, [-2.0, -0.5, -10.0])
+
+
+@pytest.mark.parametrize("ratio", ["per_op", "joint"])
+def test_ppo_loss_matches_a_hand_computed_case(ratio):
+    graph = _graph(6)
+    graphs = jax.tree.map(lambda x: x[None], graph)
+    n = graph.op_mask.shape[0]
+    real = np.asarray(graph.op_mask)
+    rng = np.random.default_rng(3)
+    table = rng.normal(size=(n, 2)).astype(np.float32)
+    net = TableNet((jnp.asarray(table),), jnp.float32(-0.7))
+    params, static = eqx.partition(net, eqx.is_array)
+    m = 2
+    actions = rng.integers(0, 2, (m, n)).astype(np.int32)
+    old = rng.normal(-0.7, 0.3, (m, n)).astype(np.float32) * real
+    steps = Steps(jnp.zeros(m, jnp.int32), jnp.zeros((m, n, 2)), (jnp.asarray(actions),),
+                  jnp.asarray(old), jnp.zeros(m), jnp.array([-1.2, -0.4]))
+    advantage = jnp.array([1.5, -0.5])
+    config = PPOConfig(ratio=ratio, clip_epsilon=0.2, entropy=0.05, value_coef=0.5)
+    total, metrics = loss(params, static, graphs, steps, advantage, config)
+
+    logp = table - np.log(np.exp(table).sum(1, keepdims=True))
+    new = np.where(real, logp[np.arange(n), actions], 0.0)  # [m, N]
+    adv = np.array([1.5, -0.5])[:, None]
+    if ratio == "joint":
+        rho = np.exp((new - old).sum(1))[:, None]
+        weight = np.ones_like(rho)
+    else:
+        rho = np.exp(new - old)
+        weight = np.broadcast_to(real.astype(float), rho.shape)
+    surrogate = np.minimum(rho * adv, np.clip(rho, 0.8, 1.2) * adv)
+    policy_loss = -np.mean((surrogate * weight).sum(1))
+    value_loss = np.mean((-0.7 - np.array([-1.2, -0.4])) ** 2)
+    probs = np.exp(logp)
+    ent = (-(probs * logp).sum(1) * real).sum() / real.sum()
+    np.testing.assert_allclose(float(metrics["policy_loss"]), policy_loss, rtol=1e-5)
+    np.testing.assert_allclose(float(metrics["value_loss"]), value_loss, rtol=1e-5)
+    np.testing.assert_allclose(float(total), policy_loss + 0.5 * value_loss - 0.05 * ent,
+                               rtol=1e-5)
+
+
+def test_ppo_config_checks():
+    with pytest.raises(ValueError, match="ratio"):
+        PPOConfig(ratio="both")
+    with pytest.raises(ValueError, match="samples"):
+        PPOConfig(samples=0)
+    with pytest.raises(ValueError, match="objective"):
+        PPOConfig(objective="latency")
+    assert dataclasses.replace(PPOConfig(), rounds=3).rounds == 3
+
+
+def test_exec_model_and_batch_are_plain_containers():
+    batch = Batch(jax.tree.map(lambda x: x[None], _graph()), jnp.ones(1))
+    assert batch.reference.shape == (1,)
+    assert ExecModel(2).scheduler == "priority"
