@@ -11,7 +11,8 @@ command-line entry points over these modules:
   generations-to-match, the hybrid against its parents;
 * :mod:`.benchmarks` — what the benchmarks share (their ``docs/benchmarks.md`` sections);
 * programs: :mod:`.cost_model_bench`, :mod:`.brkga_bench`, :mod:`.demo`, :mod:`.tune_brkga`,
-  :mod:`.hybrid_concentration`.
+  :mod:`.hybrid_concentration`, :mod:`.go_baselines`, :mod:`.xla_check`,
+  :mod:`.regal_controls` (controls for REGAL's gains), :mod:`.go_gdp` (GDP / GO tables).
 
 The standard tasks' cost settings live in :mod:`gsched.costmodel.tasks`.
 """
