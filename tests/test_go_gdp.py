@@ -1,0 +1,33 @@
+"""The GDP / GO results harness (gsched.harness.go_gdp): its rows and its tables."""
+
+from __future__ import annotations
+
+from gsched.harness import go_gdp
+from gsched.policies.go.checkpoint import load_policy
+
+
+def test_rows_without_pretraining_build_untrained_policies(tmp_path):
+    rows = go_gdp.rows(2, 500, tmp_path)  # D != PRETRAINED_D: nothing is pre-trained
+    labels = [r.label for r in rows]
+    assert labels[:4] == ["TF default (one device)", "human expert", "METIS", "BRKGA pl"]
+    assert "GO-one pl+sch+fu" in labels and not any("zero-shot" in x for x in labels)
+    one = next(r for r in rows if r.label == "GDP-one pl")
+    options = dict(one.options)
+    assert options["finetune_steps"] == (500 - 2) // 8
+    _, spec, meta = load_policy(options["checkpoint"])
+    assert spec.space.num_devices == 2 and spec.space.tasks == ("placement",)
+    assert meta["untrained"] and spec.scheduler == "fifo" and not spec.fusion
+
+
+def test_report_lays_out_one_table_per_device_count_and_kind():
+    records = [
+        {"key": go_gdp._key(g, 2, label), "graph": g, "num_ops": n, "devices": 2, "row": label,
+         "table": table, "runtime": rt, "seconds": 1.5}
+        for g, n in (("rnnlm", 84), (go_gdp.HELD_OUT, 193))
+        for label, table, rt in (("METIS", "gdp", 10.0), ("GDP-one pl", "gdp", 8.0),
+                                 ("BRKGA pl+sch+fu", "go", 6.0))]
+    text = go_gdp.report(records, 500)
+    assert "## D = 2: placement (FIFO, no fusion)" in text
+    assert "## D = 2: placement + scheduling + fusion" in text
+    assert f"{go_gdp.HELD_OUT} (*) (193 ops)" in text
+    assert "| GDP-one pl | 8 (1.5 s) | 8 (1.5 s) |" in text
