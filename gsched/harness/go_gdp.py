@@ -38,6 +38,7 @@ import jax
 from gsched import methods
 from gsched.core.graph import Graph
 from gsched.costmodel.params import check_cost_params
+from gsched.harness.go_baselines import LINK_BANDWIDTH, LINK_LATENCY, PRESET
 from gsched.importers import import_jax, preset
 from gsched.infra.config import load_config
 from gsched.infra.progress import log, read_jsonl
@@ -49,8 +50,6 @@ from gsched.policies.go.checkpoint import (
     save_policy,
 )
 
-PRESET = "h100"
-LINK_LATENCY, LINK_BANDWIDTH = 2.0, 4.5e5  # as docs/results/go_baselines
 FAMILIES = ("rnnlm", "gnmt", "transformer_xl", "inception", "wavenet")
 HELD_OUT = "transformer_xl"
 PRETRAINED_D = 4
