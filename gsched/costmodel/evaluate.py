@@ -7,10 +7,14 @@ optimizer minimizes. Host-side wrappers live in :mod:`gsched.costmodel.host`.
 The static keyword ``scheduler`` picks the schedule: ``"list"`` (SPEC §2–§4, the priority list
 schedule of :mod:`gsched.costmodel.schedule`, the default) or ``"priority"`` / ``"fifo"`` (SPEC
 §8.2's event-driven schedulers, :mod:`gsched.costmodel.dynamic`); every entry point compiles once
-per bucket, number of devices and scheduler. The static keyword ``fusion`` turns on SPEC §8.3
-(chromosomes ``N`` keys longer; :mod:`gsched.costmodel.fusion` contracts each chromosome's graph
-before scheduling). SPEC §8.1's roofline parameters and §8.3's ``fusion_capacity`` are dynamic
-(``CostParams``) and apply to every scheduler.
+per bucket, number of devices and scheduler. On a CPU, with one device and the list scheduler,
+op buckets of up to ``dense.DENSE_MAX_OPS`` ops are scheduled by :mod:`gsched.costmodel.dense`
+instead of the ready-tree loop (the same results bit for bit, several times faster; chosen
+statically by bucket size, ``D`` and backend, so still one compile per bucket;
+:func:`evaluate_with_decoder` forces either, for comparisons). The static keyword ``fusion``
+turns on SPEC §8.3 (chromosomes ``N`` keys longer; :mod:`gsched.costmodel.fusion` contracts each
+chromosome's graph before scheduling). SPEC §8.1's roofline parameters and §8.3's
+``fusion_capacity`` are dynamic (``CostParams``) and apply to every scheduler.
 """
 
 from __future__ import annotations
@@ -22,9 +26,16 @@ import jax
 import jax.numpy as jnp
 
 from gsched.core.padding import PaddedGraph
+from gsched.costmodel.dense import (
+    dense_applies,
+    dense_order,
+    dense_schedule,
+    initial_words,
+    successor_bits,
+)
 from gsched.costmodel.dynamic import dynamic_init, dynamic_result, dynamic_step
-from gsched.costmodel.memory import peak_memory
 from gsched.costmodel.fusion import contract, fusion_roots
+from gsched.costmodel.memory import peak_memory, single_device_peak_memory
 from gsched.costmodel.params import (
     OBJECTIVES,
     CostParams,
@@ -70,15 +81,22 @@ def _lift(fn, graph_batched: tuple[bool, ...]):
 
 def _evaluate(graph: PaddedGraph, pinned, params: CostParams, keys: jnp.ndarray,
               num_devices: int, chunk: int, graph_batched: tuple[bool, ...],
-              scheduler: str = "list", fusion: bool = False) -> Evaluation:
+              scheduler: str = "list", fusion: bool = False,
+              decoder: str = "auto") -> Evaluation:
     """Evaluates ``keys [*batch, L]``. The schedule's ``while_loop`` runs *outside* the vmaps
     with an unbatched predicate ("any chromosome unfinished"), so the loop state is updated in
     place instead of being copied by a per-iteration select, as vmap-of-while_loop would do.
 
     With ``fusion`` each chromosome first contracts its graph (:mod:`gsched.costmodel.fusion`);
-    the contracted graph, of the same bucket, is what the schedule and the memory walk read."""
+    the contracted graph, of the same bucket, is what the schedule and the memory walk read.
+
+    On a CPU, with one device and the list scheduler, buckets of up to ``dense.DENSE_MAX_OPS``
+    ops are scheduled by :mod:`gsched.costmodel.dense` (same results, faster; a static choice,
+    ``dense.dense_applies``); ``decoder`` ``"dense"`` / ``"loop"`` forces one
+    (:func:`evaluate_with_decoder`)."""
     check_scheduler(scheduler)
     fusion = check_fusion(fusion)
+    dense = _use_dense(graph.bucket.num_ops, num_devices, scheduler, decoder)
     dynamic = scheduler != "list"
     base = graph.bucket.chromosome_length(num_devices)
     want = graph.bucket.chromosome_length(num_devices, fusion)
@@ -87,14 +105,40 @@ def _evaluate(graph: PaddedGraph, pinned, params: CostParams, keys: jnp.ndarray,
         raise ValueError(f"chromosome length {keys.shape[-1]} != {want} = {layout} of the "
                          f"padded bucket {tuple(graph.bucket)} with D = {num_devices}")
 
-    def init(g, pin, prm, k):
-        k = jnp.asarray(k, jnp.float32)
+    def decode(g, pin, prm, k):
+        """(placement, the graph to schedule, fusion roots or None) of one chromosome."""
         placement, root = decode_placement(g, k[:base], num_devices, pin), None
         if fusion:  # members keep their (root's) device; transfers are the kernels'
             root = fusion_roots(g, placement.device, k[base:], prm.fusion_capacity)
             g = contract(g, root)
             placement = decode_placement(g, k[:base], num_devices, pin)._replace(
                 device=placement.device)
+        return placement, g, root
+
+    def evaluation(g, placement, root, schedule, memory, start=None, end=None):
+        return Evaluation(
+            placement=jnp.where(g.op_mask, placement.device, -1),
+            order=schedule.order,
+            num_steps=schedule.num_steps,
+            device_peaks=memory.device_peaks,
+            peak_memory=memory.peak_memory,
+            runtime=schedule.runtime,
+            feasible=memory.feasible,
+            excess=memory.excess,
+            runtime_bound=schedule.runtime_bound,
+            start=start,
+            end=end,
+            fusion=None if root is None else jnp.where(g.op_mask, root, -1),
+        )
+
+    graph, params = jax.tree.map(jnp.asarray, (graph, params))
+    if dense:
+        return _evaluate_dense(graph, pinned, params, keys, graph_batched, fusion, base, decode,
+                               evaluation)
+
+    def init(g, pin, prm, k):
+        k = jnp.asarray(k, jnp.float32)
+        placement, g, root = decode(g, pin, prm, k)
         init_loop = dynamic_init if dynamic else schedule_init
         return (placement, g, root), init_loop(g, k[:base], placement, prm, num_devices)
 
@@ -112,27 +156,79 @@ def _evaluate(graph: PaddedGraph, pinned, params: CostParams, keys: jnp.ndarray,
         else:
             schedule = schedule_result(tables, state)
         memory = peak_memory(program, placement, schedule, prm.capacity, num_devices)
-        return Evaluation(
-            placement=jnp.where(g.op_mask, placement.device, -1),
-            order=schedule.order,
-            num_steps=schedule.num_steps,
-            device_peaks=memory.device_peaks,
-            peak_memory=memory.peak_memory,
-            runtime=schedule.runtime,
-            feasible=memory.feasible,
-            excess=memory.excess,
-            runtime_bound=schedule.runtime_bound,
-            start=start,
-            end=end,
-            fusion=None if root is None else jnp.where(g.op_mask, root, -1),
-        )
+        return evaluation(g, placement, root, schedule, memory, start, end)
 
-    graph, params = jax.tree.map(jnp.asarray, (graph, params))
     aux, loop = _lift(init, graph_batched)(graph, pinned, params, keys)
     batched_step = _lift(step, graph_batched)
     loop = jax.lax.while_loop(lambda x: ~jnp.all(x[1].done),
                               lambda x: batched_step(graph, pinned, params, x), loop)
     return _lift(finish, graph_batched)(graph, pinned, params, (aux, loop))
+
+
+def _evaluate_dense(graph: PaddedGraph, pinned, params: CostParams, keys: jnp.ndarray,
+                    graph_batched: tuple[bool, ...], fusion: bool, base: int, decode,
+                    evaluation) -> Evaluation:
+    """:func:`_evaluate` with one device and the list scheduler, by :mod:`gsched.costmodel.dense`:
+    per chromosome (vmapped) the placement, fusion and initial words; then the dense loop on
+    the flattened batch; the memory walk per graph with its chromosomes explicit (per
+    chromosome with fusion); then per chromosome the schedule and the evaluation."""
+    n = graph.bucket.num_ops
+    batch = keys.shape[:-1]
+
+    def init(g, pin, prm, k):
+        k = jnp.asarray(k, jnp.float32)
+        placement, program, root = decode(g, pin, prm, k)
+        words, item_at_rank = initial_words(program, k[:base])
+        # Without fusion the program is the graph itself: not kept per chromosome, so that
+        # everything derived from it stays per graph under the vmaps.
+        return ((placement, program if fusion else None, root),
+                (words, item_at_rank, jnp.sum(program.op_mask, dtype=jnp.int32)))
+
+    aux, (words, item_at_rank, steps) = _lift(init, graph_batched)(graph, pinned, params, keys)
+
+    def flat(x):
+        return x.reshape((-1,) + x.shape[len(batch):])
+
+    if fusion:  # each chromosome has its own contracted graph
+        program = aux[1]
+        steps_taken = dense_order(flat(words), flat(item_at_rank), flat(steps), pairs=tuple(
+            flat(x) for x in (program.pair_mask, program.pair_producer, program.pair_consumer)))
+    else:  # one table per graph; graph g's rows start at g·N
+        lead = sum(graph_batched)  # graph-batched axes, then the chromosomes'
+        if tuple(graph_batched) != (True,) * lead + (False,) * (len(batch) - lead):
+            raise ValueError(f"graph-batched axes must lead, got {graph_batched}")
+        table, graph_index = successor_bits, jnp.zeros(batch, jnp.int32)
+        for axis in range(lead):
+            table = jax.vmap(table)
+            graph_index = graph_index * batch[axis] + jax.lax.broadcasted_iota(
+                jnp.int32, batch, axis)
+        table = table(graph)
+        steps_taken = dense_order(flat(words), flat(item_at_rank), flat(steps),
+                                  table=table.reshape(-1, table.shape[-1]),
+                                  row_base=(graph_index * n).reshape(-1))
+    position, order = (x.reshape(batch + (n,)) for x in steps_taken)
+
+    # Peak memory with the chromosomes of each graph explicit (with fusion every chromosome
+    # has its own graph).
+    if fusion:
+        graphs, lead, per_graph = jax.tree.map(flat, aux[1]), 1, (-1, n)
+        memory_fn = jax.vmap(lambda g, o, p: single_device_peak_memory(
+            g, o[None], p[None], params.capacity))
+    else:
+        graphs, per_graph = graph, batch[:lead] + (-1, n)
+        memory_fn = functools.partial(single_device_peak_memory, capacity=params.capacity)
+        for _ in range(lead):
+            memory_fn = jax.vmap(memory_fn)
+    memory = memory_fn(graphs, order.reshape(per_graph), position.reshape(per_graph))
+    memory = jax.tree.map(lambda x: x.reshape(batch + x.shape[lead + 1:]), memory)
+
+    def finish(g, pin, prm, x):
+        (placement, program, root), position, order, memory = x
+        program = g if program is None else program
+        schedule = dense_schedule(program, placement, prm, position, order)
+        return evaluation(g, placement, root, schedule, memory)
+
+    return _lift(finish, graph_batched)(graph, pinned, params, (aux, position, order, memory))
 
 
 def evaluate(graph: PaddedGraph, keys: jnp.ndarray, params: CostParams = CostParams(),
@@ -182,12 +278,12 @@ def evaluate_batch(graphs: PaddedGraph, keys: jnp.ndarray, params: CostParams = 
 
 @functools.cache
 def _sharded_population_fn(mesh: jax.sharding.Mesh, axis: str, num_devices: int, chunk: int,
-                           scheduler: str, fusion: bool):
+                           scheduler: str, fusion: bool, decoder: str = "auto"):
     spec = jax.sharding.PartitionSpec
 
     def local(graph, keys, params, pinned):
         return _evaluate(graph, pinned, params, keys, num_devices, chunk, (False,), scheduler,
-                         fusion)
+                         fusion, decoder)
 
     return jax.jit(jax.shard_map(local, mesh=mesh, in_specs=(spec(), spec(axis), spec(), spec()),
                                  out_specs=spec(axis), check_vma=False))
@@ -206,15 +302,64 @@ def evaluate_population_sharded(graph: PaddedGraph, keys: jnp.ndarray,
     chromosomes. ``P`` must be divisible by the mesh size along ``axis`` (default: the mesh's
     first axis). Compiles once per (mesh, bucket, number of devices, scheduler, fusion).
     """
+    return _sharded(graph, keys, params, num_devices, mesh, axis, pinned, chunk, scheduler, fusion,
+                    "auto")
+
+
+def _sharded(graph, keys, params, num_devices, mesh, axis, pinned, chunk, scheduler, fusion,
+             decoder) -> Evaluation:
     check_scheduler(scheduler)
     fusion = check_fusion(fusion)
+    _use_dense(graph.bucket.num_ops, num_devices, scheduler, decoder)  # validates
     axis = axis or mesh.axis_names[0]
     if keys.shape[0] % mesh.shape[axis]:
         raise ValueError(f"population {keys.shape[0]} is not divisible by the {mesh.shape[axis]} "
                          f"devices of mesh axis {axis!r}")
     pinned = jnp.full(graph.op_mask.shape, -1, jnp.int32) if pinned is None else pinned
-    fn = _sharded_population_fn(mesh, axis, num_devices, chunk, scheduler, fusion)
+    fn = _sharded_population_fn(mesh, axis, num_devices, chunk, scheduler, fusion, decoder)
     return fn(graph, keys, jax.tree.map(jnp.asarray, params), pinned)
+
+
+DECODERS = ("auto", "dense", "loop")
+
+
+def _use_dense(num_ops: int, num_devices: int, scheduler: str, decoder: str) -> bool:
+    """Whether to schedule with :mod:`gsched.costmodel.dense` (validates ``decoder``)."""
+    if decoder not in DECODERS:
+        raise ValueError(f"unknown decoder {decoder!r}; expected one of {DECODERS}")
+    if decoder == "dense" and (num_devices != 1 or scheduler != "list"):
+        raise ValueError(f"the dense decoder needs num_devices=1 and scheduler='list', got "
+                         f"{num_devices} and {scheduler!r}")
+    return decoder == "dense" or (decoder == "auto"
+                                  and dense_applies(num_ops, num_devices, scheduler))
+
+
+@functools.partial(jax.jit, static_argnames=_STATIC + ("decoder", "batch"))
+def _evaluate_decoder(graph, keys, params, pinned, *, num_devices, chunk, scheduler, fusion,
+                      decoder, batch):
+    return _evaluate(graph, pinned, params, keys, num_devices, chunk,
+                     (True, False) if batch else (False,), scheduler, fusion, decoder)
+
+
+def evaluate_with_decoder(graph: PaddedGraph, keys: jnp.ndarray,
+                          params: CostParams = CostParams(), *, num_devices: int, decoder: str,
+                          batch: bool = False, mesh: jax.sharding.Mesh | None = None,
+                          axis: str | None = None, pinned: jnp.ndarray | None = None,
+                          chunk: int = 8, scheduler: str = "list",
+                          fusion: bool = False) -> Evaluation:
+    """:func:`evaluate_population` (or, with ``batch``, :func:`evaluate_batch`; with ``mesh``,
+    :func:`evaluate_population_sharded`) with the schedule's decoder chosen explicitly, for
+    comparing them (tests, benchmarks): ``"auto"`` (what the entry points do), ``"loop"`` (the
+    ready-tree loop of :mod:`gsched.costmodel.schedule`) or ``"dense"``
+    (:mod:`gsched.costmodel.dense`, for one device and the list scheduler, at any bucket size).
+    Every decoder gives the same results."""
+    if mesh is not None:
+        if batch:
+            raise ValueError("a mesh shards one graph's population; batch must be False")
+        return _sharded(graph, keys, params, num_devices, mesh, axis, pinned, chunk, scheduler,
+                        fusion, decoder)
+    return _evaluate_decoder(graph, keys, params, pinned, num_devices=num_devices, chunk=chunk,
+                             scheduler=scheduler, fusion=fusion, decoder=decoder, batch=batch)
 
 
 def score(evaluation: Evaluation, objective: Objective, params: CostParams) -> jnp.ndarray:

@@ -131,12 +131,9 @@ def item_durations(graph: PaddedGraph, placement: Placement, params: CostParams,
     """``[V]`` float32 duration of every item: ops by :func:`op_durations`, a transfer
     ``X(t, d)`` ``latency + size(t) / bandwidth`` (no roofline term, no launch overhead: a
     copy is not a kernel), 0 for absent transfers and padding."""
-    t = graph.tensor_mask.shape[0]
     exists = placement.transfer_exists.reshape(-1)  # [T·D]
-    xfer_tensor = jnp.repeat(jnp.arange(t, dtype=jnp.int32), num_devices)
-    xfer_time = params.latency + graph.tensor_size / params.bandwidth
-    return jnp.concatenate([op_durations(graph, params),
-                            jnp.where(exists, xfer_time[xfer_tensor], 0.0)])
+    xfer_time = jnp.repeat(params.latency + graph.tensor_size / params.bandwidth, num_devices)
+    return jnp.concatenate([op_durations(graph, params), jnp.where(exists, xfer_time, 0.0)])
 
 
 def item_priorities(keys: jnp.ndarray, num_ops: int, num_devices: int) -> jnp.ndarray:

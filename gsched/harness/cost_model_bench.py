@@ -12,6 +12,13 @@ and device counts ``D``, with compile time reported apart from steady-state time
   (500 ops, D = 2 by default);
 * the scaling check: time per evaluation divided by ``N·log₂N``, relative to the reference
   size (≈ 1 or below means growth no worse than ``N log N``);
+* the one-device decoders table: with ``D = 1`` the list schedule is decoded by
+  :mod:`gsched.costmodel.dense` up to ``dense.DENSE_MAX_OPS`` ops (what the main table's
+  ``D = 1`` rows measure there); this table times it next to the ready-tree loop it replaces
+  (``evaluate_with_decoder``), unsharded and with one shard per device, the calls of each size
+  interleaved so that both see the same machine load (``--decoder-sizes``,
+  ``--decoder-population``; by default at the benchmarked sizes among 500 and 2,000 ops,
+  ``P = 512``);
 * the schedulers table: SPEC §8.2's event-driven ``priority`` / ``fifo`` schedulers next to
   the list scheduler, each also with SPEC §8.3 fusion (``--schedulers``, ``--scheduler-sizes``,
   ``--no-fusion``; by default at the benchmarked sizes among 500 and 2,000 ops, every ``D``),
@@ -44,10 +51,12 @@ import numpy as np
 
 from gsched.core.graph import Graph
 from gsched.core.padding import PaddedGraph, batch_graphs, bucket_for, pad_graph
+from gsched.costmodel.dense import DENSE_MAX_OPS
 from gsched.costmodel.evaluate import (
     evaluate_batch,
     evaluate_population,
     evaluate_population_sharded,
+    evaluate_with_decoder,
 )
 from gsched.costmodel.params import SCHEDULERS, check_cost_params
 from gsched.generators import random_computation_graph
@@ -67,8 +76,10 @@ DEFAULT_CHUNK = 8  # evaluate_population's default
 REFERENCE_SIZE, REFERENCE_DEVICES = 500, 2
 QUICK = dict(sizes=(20, 50), devices=(1, 2), population=16, repeats=2, chunks=(DEFAULT_CHUNK,),
              sweep_populations=(), batch_graphs=2, scheduler_sizes=(50,),
-             scheduler_population=16)
+             scheduler_population=16, decoder_sizes=(50,), decoder_population=16)
 DEFAULT_SCHEDULER_SIZES = (500, 2000)  # those of them in --sizes
+DEFAULT_DECODER_SIZES = (500, 2000)  # those of them in --sizes
+DEFAULT_DECODER_POPULATION = 512
 GRAPH_SEED = 0
 # Transfers cost something, so D > 1 exercises the whole model: ~1.1 time units for a median
 # (16 KiB) tensor, against compute costs of LogNormal(0, 1) units.
@@ -105,10 +116,15 @@ class Config:
     scheduler: str = "list"  # SPEC §2–§4, or §8.2's "priority" / "fifo"
     roofline: bool = False  # SPEC §8.1 kernel times (HBM_BANDWIDTH, LAUNCH_OVERHEAD)
     fusion: bool = False  # SPEC §8.3 (chromosomes N keys longer; uniform fusion keys)
+    decoder: str = "auto"  # "loop" / "dense": forced through evaluate_with_decoder
 
     @property
     def mode(self) -> str:
         return self.scheduler + (" + fusion" if self.fusion else "")
+
+    @property
+    def decoder_mode(self) -> str:
+        return self.decoder + (", sharded" if self.sharded else "")
 
     @property
     def evaluations(self) -> int:
@@ -122,7 +138,8 @@ class Config:
                 f"{f', sharded over {len(jax.devices())} devices' if self.sharded else ''}"
                 f"{f', {self.scheduler} scheduler' if self.scheduler != 'list' else ''}"
                 f"{', roofline' if self.roofline else ''}"
-                f"{', fusion' if self.fusion else ''}")
+                f"{', fusion' if self.fusion else ''}"
+                f"{f', {self.decoder} decoder' if self.decoder != 'auto' else ''}")
 
 
 @dataclasses.dataclass
@@ -186,9 +203,9 @@ def _temp_bytes(fn, *args, **kwargs) -> int | None:
         return None
 
 
-def measure(config: Config, graphs: _Graphs, repeats: int, key: jnp.ndarray) -> Result:
-    """Compiles (timed: the first call) and times ``repeats`` steady-state calls after one
-    warm-up call, all on the same jitted function (compiled once per bucket and config)."""
+def _prepare(config: Config, graphs: _Graphs, key: jnp.ndarray):
+    """``(bucket, call)``: the padded graph's bucket and a function that evaluates the config's
+    population once (keys drawn from ``key``), with the function and arguments it calls."""
     padded = graphs.padded(config.num_ops, config.batch)
     bucket = padded.bucket
     shape = ((config.batch,) if config.batch else ()) + \
@@ -203,22 +220,63 @@ def measure(config: Config, graphs: _Graphs, repeats: int, key: jnp.ndarray) -> 
     if config.sharded:
         fn = evaluate_population_sharded
         static["mesh"] = jax.sharding.Mesh(np.array(jax.devices()), ("population",))
+    if config.decoder != "auto":
+        fn = evaluate_with_decoder
+        static.update(decoder=config.decoder, batch=bool(config.batch))
+    args = (padded, keys, params)
+    return bucket, (lambda: jax.block_until_ready(fn(*args, **static))), (fn, args, static)
 
+
+def _first_call(config: Config, call):
     start = time.perf_counter()
-    out = jax.block_until_ready(fn(padded, keys, params, **static))
+    out = call()
     first = time.perf_counter() - start
     runtime = np.asarray(out.runtime)
     if not np.all(np.isfinite(runtime)) or not np.all(np.asarray(out.num_steps) > 0):
         raise RuntimeError(f"cost model returned invalid results for {config.describe()}")
+    return first, out
+
+
+def _timed(call) -> float:
+    start = time.perf_counter()
+    call()
+    return time.perf_counter() - start
+
+
+def measure(config: Config, graphs: _Graphs, repeats: int, key: jnp.ndarray) -> Result:
+    """Compiles (timed: the first call) and times ``repeats`` steady-state calls after one
+    warm-up call, all on the same jitted function (compiled once per bucket and config)."""
+    bucket, call, (fn, args, static) = _prepare(config, graphs, key)
+    first, out = _first_call(config, call)
     del out
-    jax.block_until_ready(fn(padded, keys, params, **static))  # warm-up
-    times = []
+    call()  # warm-up
+    times = [_timed(call) for _ in range(repeats)]
+    temp = None if config.sharded or config.decoder != "auto" else _temp_bytes(fn, *args, **static)
+    return Result(config, tuple(bucket), first, times, temp)
+
+
+def measure_interleaved(configs: Sequence[Config], graphs: _Graphs, repeats: int,
+                        key: jnp.ndarray) -> list[Result]:
+    """:func:`measure` for configs of one graph and population (same keys), their steady-state
+    calls interleaved (one call of each per round), so that all see the same machine load; the
+    configs' results must agree (schedule, peak memory, runtime), or this raises."""
+    prepared = [_prepare(c, graphs, key) for c in configs]
+    firsts, reference = [], None
+    for config, (_, call, _) in zip(configs, prepared):
+        first, out = _first_call(config, call)
+        got = [np.asarray(x) for x in (out.order, out.peak_memory, out.runtime)]
+        if reference is None:
+            reference = got
+        elif not all(np.array_equal(a, b) for a, b in zip(reference, got)):
+            raise RuntimeError(f"{config.describe()} disagrees with {configs[0].describe()}")
+        firsts.append(first)
+        call()  # warm-up
+    times = [[] for _ in configs]
     for _ in range(repeats):
-        start = time.perf_counter()
-        jax.block_until_ready(fn(padded, keys, params, **static))
-        times.append(time.perf_counter() - start)
-    return Result(config, tuple(bucket), first, times,
-                  None if config.sharded else _temp_bytes(fn, padded, keys, params, **static))
+        for row, (_, call, _) in zip(times, prepared):
+            row.append(_timed(call))
+    return [Result(c, tuple(b), f, t, None)
+            for c, (b, _, _), f, t in zip(configs, prepared, firsts, times)]
 
 
 # ------------------------------------------------------------------------------ reporting
@@ -244,7 +302,7 @@ def render(results: dict[Config, Result], main: list[Config], batch: Config | No
            sharded: Config | None,
            chunk_sweep: list[Config], population_sweep: list[Config], reference_size: int,
            header_lines: list[str], memory_lines: list[str],
-           scheduler_rows: Sequence[Config] = ()) -> str:
+           scheduler_rows: Sequence[Config] = (), decoder_rows: Sequence[Config] = ()) -> str:
     """The Markdown body of the section (without its ``##`` title)."""
     out = list(header_lines) + [""]
     out.append(f"Graphs: `random_computation_graph(N, seed={GRAPH_SEED})` padded to power-of-two "
@@ -252,7 +310,10 @@ def render(results: dict[Config, Result], main: list[Config], batch: Config | No
                f"{BANDWIDTH:g} B/unit, no capacity. Times are the median of the steady-state "
                "calls (after one warm-up); *compile* = first call − median call. "
                f"*t/(N log₂N)* is µs per evaluation divided by N·log₂N, relative to the "
-               f"{reference_size}-op row with the same D (≈ 1 or below: no worse than N log N).")
+               f"{reference_size}-op row with the same D (≈ 1 or below: no worse than N log N). "
+               f"D = 1 rows up to {DENSE_MAX_OPS:,} ops (bucket) use the dense one-device "
+               "decode (`gsched.costmodel.dense`; the loop it replaces is timed in the decoders "
+               "table).")
     out.append("")
     cols = ["N ops", "bucket N/T/E", "D", "P", "compile s", "ms/call", "evals/s", "µs/eval",
             f"t/(N log₂N) vs N={reference_size}", "XLA temp MiB"]
@@ -294,6 +355,32 @@ def render(results: dict[Config, Result], main: list[Config], batch: Config | No
                 f"{r.compile_s:.1f} s"
                 + (f" (unsharded, same P: {single.evals_per_s:,.0f} evals/s)." if single
                    else ".")]
+
+    decoder_rows = [c for c in decoder_rows if c in results]
+    if decoder_rows:
+        out += ["", ("**One-device decoders** (D = 1, list scheduler): the ready-tree loop "
+                     "(`gsched.costmodel.schedule`, what every D = 1 evaluation ran before) and "
+                     "the "
+                     "dense decode (`gsched.costmodel.dense`), through `evaluate_with_decoder`, "
+                     f"unsharded and sharded over the {len(jax.devices())} host device(s); same "
+                     "graphs, keys and parameters as the main table, results checked identical. "
+                     "The calls of one size are interleaved (one of each per round), so all see "
+                     "the same load; *vs loop* = median over rounds of the unsharded loop's time "
+                     "/ the row's time."), "",
+                _row(["decoder", "N ops", "bucket N/T/E", "D", "P", "compile s", "ms/call",
+                      "evals/s", "µs/eval", "vs loop"]), _row(["---"] * 10)]
+        for cfg in decoder_rows:
+            r = results[cfg]
+            base = next((results[c] for c in decoder_rows if c.decoder == "loop"
+                         and not c.sharded and c.num_ops == cfg.num_ops), None)
+            ratio = "—" if base is None else statistics.median(
+                b / t for b, t in zip(base.call_times_s, r.call_times_s))
+            ratio = ratio if isinstance(ratio, str) else f"{ratio:.2f}×"
+            out.append(_row([
+                cfg.decoder_mode, f"{cfg.num_ops:,}", "/".join(f"{x:,}" for x in r.bucket),
+                str(cfg.num_devices), f"{cfg.population:,}", f"{r.compile_s:.1f}",
+                f"{1e3 * r.median_s:,.1f}", f"{r.evals_per_s:,.0f}", f"{r.us_per_eval:,.1f}",
+                ratio]))
 
     scheduler_rows = [c for c in scheduler_rows if c in results]
     if scheduler_rows:
@@ -394,6 +481,11 @@ def parse_args(argv: Sequence[str]) -> argparse.Namespace:
     p.add_argument("--scheduler-population", type=int,
                    help="chromosomes per call in the schedulers table (default: by size, "
                         "backend and scheduler)")
+    p.add_argument("--decoder-sizes", type=parse_int_list,
+                   help="graph sizes of the one-device decoders table (default: those of "
+                        "--sizes among 500,2000; '' for no table)")
+    p.add_argument("--decoder-population", type=int,
+                   help="chromosomes per call in the decoders table (default 512)")
     p.add_argument("--quick", action="store_true",
                    help="tiny smoke run: sizes 20,50, D 1,2, P 16, 2 repeats, no sweeps, "
                         "schedulers table at 50 ops with P 16")
@@ -405,15 +497,20 @@ def parse_args(argv: Sequence[str]) -> argparse.Namespace:
     defaults = QUICK if args.quick else dict(
         sizes=DEFAULT_SIZES, devices=DEFAULT_DEVICES, population=None, repeats=3,
         chunks=DEFAULT_CHUNKS, sweep_populations=None, batch_graphs=8, scheduler_sizes=None,
-        scheduler_population=None)
+        scheduler_population=None, decoder_sizes=None,
+        decoder_population=DEFAULT_DECODER_POPULATION)
     for name, value in defaults.items():
         if getattr(args, name) is None:
             setattr(args, name, value)
     if args.scheduler_sizes is None:
         args.scheduler_sizes = tuple(n for n in DEFAULT_SCHEDULER_SIZES if n in args.sizes)
+    if args.decoder_sizes is None:
+        args.decoder_sizes = tuple(n for n in DEFAULT_DECODER_SIZES if n in args.sizes)
     if args.repeats < 1 or (args.population is not None and args.population < 1) or \
-            (args.scheduler_population is not None and args.scheduler_population < 1):
-        p.error("--repeats, --population and --scheduler-population must be >= 1")
+            (args.scheduler_population is not None and args.scheduler_population < 1) or \
+            args.decoder_population < 1:
+        p.error("--repeats, --population, --scheduler-population and --decoder-population "
+                "must be >= 1")
     if not args.sizes or not args.devices or min(args.sizes + args.devices) < 1:
         p.error("--sizes and --devices need positive values")
     return args
@@ -464,30 +561,45 @@ def main(argv: Sequence[str] | None = None) -> dict[Config, Result]:
         for n in args.scheduler_sizes for d in args.devices for s in args.schedulers
         for f in ((False, True) if args.fusion else (False,))]
 
+    shardings = (False, True) if len(jax.devices()) > 1 else (False,)
+    decoder_groups = [
+        [Config(n, 1, args.decoder_population, decoder=d, sharded=sh)
+         for sh in shardings if not sh or args.decoder_population % len(jax.devices()) == 0
+         for d in ("loop", "dense")]
+        for n in args.decoder_sizes]
+
     todo = list(dict.fromkeys(main_cfgs + ([batch_cfg] if batch_cfg else [])
                               + ([sharded_cfg] if sharded_cfg else [])
                               + chunk_cfgs + pop_cfgs + scheduler_cfgs))
-    log(f"[bench] backend {backend} ({device_kind}); {len(todo)} configs; output {args.output}, "
-         f"section '{title}'")
+    jobs = [[cfg] for cfg in todo] + decoder_groups
+    log(f"[bench] backend {backend} ({device_kind}); {sum(map(len, jobs))} configs; output "
+        f"{args.output}, section '{title}'")
     header = section_header("eval.bench_cost_model", argv)
     graphs = _Graphs()
     base_key = jax.random.key(0)
     results: dict[Config, Result] = {}
     start = time.perf_counter()
-    for i, cfg in enumerate(todo):
-        log(f"[bench] [{i + 1}/{len(todo)}] {cfg.describe()}: compiling and timing "
-             f"({args.repeats} repeats)…")
+    for i, job in enumerate(jobs):
+        what = job[0].describe() if len(job) == 1 else \
+            f"{len(job)} configs interleaved: " + "; ".join(c.describe() for c in job)
+        log(f"[bench] [{i + 1}/{len(jobs)}] {what}: compiling and timing "
+            f"({args.repeats} repeats)…")
         t0 = time.perf_counter()
-        r = measure(cfg, graphs, args.repeats, jax.random.fold_in(base_key, i))
-        results[cfg] = r
+        key = jax.random.fold_in(base_key, i)
+        rs = [measure(job[0], graphs, args.repeats, key)] if len(job) == 1 else \
+            measure_interleaved(job, graphs, args.repeats, key)
         elapsed = time.perf_counter() - start
-        left = len(todo) - i - 1
-        log(f"[bench]     bucket {r.bucket}: compile {r.compile_s:.1f} s, median "
-             f"{1e3 * r.median_s:.1f} ms/call ({', '.join(f'{1e3 * t:.0f}' for t in r.call_times_s)}"
-             f" ms), {r.evals_per_s:,.0f} evals/s, {r.us_per_eval:,.1f} µs/eval, XLA temp "
-             f"{_mib(r.temp_bytes)} MiB; took {time.perf_counter() - t0:.1f} s, elapsed "
-             f"{elapsed:.0f} s" + (f", ~{elapsed / (i + 1) * left:.0f} s left (rough)"
-                                   if left else ""))
+        left = len(jobs) - i - 1
+        for r in rs:
+            results[r.config] = r
+            name = r.config.decoder_mode + ": " if len(job) > 1 else ""
+            log(f"[bench]     {name}bucket {r.bucket}: "
+                f"compile {r.compile_s:.1f} s, median {1e3 * r.median_s:.1f} ms/call "
+                f"({', '.join(f'{1e3 * t:.0f}' for t in r.call_times_s)} ms), "
+                f"{r.evals_per_s:,.0f} evals/s, {r.us_per_eval:,.1f} µs/eval, XLA temp "
+                f"{_mib(r.temp_bytes)} MiB")
+        log(f"[bench]     took {time.perf_counter() - t0:.1f} s, elapsed {elapsed:.0f} s"
+            + (f", ~{elapsed / (i + 1) * left:.0f} s left (rough)" if left else ""))
 
     memory = [f"- Process peak RSS: {_rss_mib():,.0f} MiB (whole run)"]
     stats = _device_memory_stats()
@@ -496,7 +608,7 @@ def main(argv: Sequence[str] | None = None) -> dict[Config, Result]:
     memory.append(f"- Total benchmark wall time: {time.perf_counter() - start:.0f} s")
     body = render(results, main_cfgs, batch_cfg, sharded_cfg, chunk_cfgs if len(chunk_cfgs) > 1 else [],
                   pop_cfgs if len(pop_cfgs) > 1 else [], ref_n, header, memory,
-                  scheduler_cfgs)
+                  scheduler_cfgs, [c for group in decoder_groups for c in group])
     write_section(args.output, title, body)
     log(f"[bench] wrote section '{title}' to {args.output}")
     print(f"## {title}\n\n{body}")
