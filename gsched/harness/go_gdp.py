@@ -16,8 +16,8 @@ reused (``<runs>/<method>/policy``; ``runs/go_gdp`` by default, not committed).
   over placement, GDP-one (an untrained network fine-tuned on the graph alone for the budget:
   GDP's per-graph training), and at ``PRETRAINED_D`` GDP zero-shot (pre-trained, greedy) and
   GDP fine-tuned (``FINETUNE_STEPS`` PPO iterations);
-* joint (GO Table 3 / Fig. 6; priority scheduler with fusion): METIS with XLA-style greedy
-  fusion, SA and BRKGA over everything, GO-one per task set (pl, pl+sch, pl+sch+fu: the
+* joint (GO Table 3 / Fig. 6; priority scheduler with fusion): METIS without fusion (Table 3's
+  normalization) and with XLA-style greedy fusion, SA and BRKGA over everything, GO-one per task set (pl, pl+sch, pl+sch+fu: the
   untasked parts take the defaults of :mod:`gsched.policies.go.actions`), and at
   ``PRETRAINED_D`` GO zero-shot and fine-tuned.
 
@@ -68,7 +68,7 @@ class Row:
     table: str  # "gdp" (placement) or "go" (joint)
     method: str
     options: tuple = ()
-    pretrained_only: bool = False  # only at PRETRAINED_D
+    fusion: bool | None = None  # None: the table's setting (SETTINGS)
 
 
 def graphs() -> dict[str, Graph]:
@@ -120,15 +120,16 @@ def rows(devices: int, budget: int, runs: Path) -> list[Row]:
             result.append(Row(label, method, method, (("checkpoint", path),
                                                       ("finetune_steps", one_steps))))
         if method == "gdp":
-            result += [Row("METIS + greedy fusion", "go", "metis"),
+            result += [Row("METIS, no fusion", "go", "metis", fusion=False),
+                       Row("METIS + greedy fusion", "go", "metis"),
                        Row("SA pl+sch+fu", "go", "annealing", (("chains", 32),)),
                        Row("BRKGA pl+sch+fu", "go", "brkga")]
         if devices == PRETRAINED_D:
             path = str(_pretrain(method, runs))
             result += [Row(f"{method.upper()} zero-shot", method, method,
-                           (("checkpoint", path),), True),
+                           (("checkpoint", path),)),
                        Row(f"{method.upper()} fine-tuned ({FINETUNE_STEPS} it.)", method, method,
-                           (("checkpoint", path), ("finetune_steps", FINETUNE_STEPS)), True)]
+                           (("checkpoint", path), ("finetune_steps", FINETUNE_STEPS)))]
     return result
 
 
@@ -154,6 +155,7 @@ def run(out: Path, budget: int = 500, devices: tuple[int, ...] = (PRETRAINED_D,)
     for d in devices:
         for row in rows(d, budget, runs):
             scheduler, fusion = SETTINGS[row.table]
+            fusion = fusion if row.fusion is None else row.fusion
             for name, graph in named.items():
                 key = _key(name, d, row.label)
                 if key in done:
