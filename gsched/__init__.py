@@ -23,15 +23,41 @@ The public surface, re-exported here name by name (code lives in the sub-modules
 """
 
 from gsched.core.graph import Graph, GraphError, make_graph, topological_order
-from gsched.core.padding import Bucket, PaddedGraph, batch_graphs, bucket_for, pad_graph, pad_keys
-from gsched.costmodel.evaluate import (Evaluation, evaluate, evaluate_batch, evaluate_population,
-                                       evaluate_population_sharded, order_keys, score)
+from gsched.core.padding import (
+                                       Bucket,
+                                       PaddedGraph,
+                                       batch_graphs,
+                                       bucket_for,
+                                       pad_graph,
+                                       pad_keys,
+)
+from gsched.costmodel.evaluate import (
+                                       Evaluation,
+                                       evaluate,
+                                       evaluate_batch,
+                                       evaluate_population,
+                                       evaluate_population_sharded,
+                                       order_keys,
+                                       score,
+)
 from gsched.costmodel.host import evaluate_graph, evaluate_order
 from gsched.costmodel.params import CostParams
-from gsched.formats import (FormatError, load_dataset, load_graph, load_graphs, save_dataset,
-                            save_graph)
-from gsched.generators import (augment, dedup, layered_graph, random_computation_graph,
-                               split_by_topology, synthetic_dataset)
+from gsched.formats import (
+                                       FormatError,
+                                       load_dataset,
+                                       load_graph,
+                                       load_graphs,
+                                       save_dataset,
+                                       save_graph,
+)
+from gsched.generators import (
+                                       augment,
+                                       dedup,
+                                       layered_graph,
+                                       random_computation_graph,
+                                       split_by_topology,
+                                       synthetic_dataset,
+)
 from gsched.importers import import_jax
 from gsched.methods import METHODS, Method, optimize
 from gsched.programs import optimize_jax

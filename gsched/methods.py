@@ -19,7 +19,6 @@ from typing import Any, Callable, Mapping, NamedTuple, Sequence
 import jax
 import numpy as np
 
-from gsched.policies import go, regal, topoformer
 from gsched.baselines import EVALUATIONS, HEURISTICS, cpsat, dp, ordering, program_order
 from gsched.baselines.heuristics import single_device
 from gsched.baselines.placement import PLACEMENT_BASELINES
@@ -33,13 +32,13 @@ from gsched.costmodel.params import (
     check_scheduler,
     check_search_settings,
 )
+from gsched.infra import resources
+from gsched.policies import go, regal, topoformer
 from gsched.registry import GENES, TIME_LIMIT, Method, Option, Search
-from gsched.search import annealing
-from gsched.search import brkga
+from gsched.search import annealing, brkga
 from gsched.search import local as local_search
 from gsched.search import random as random_search
 from gsched.search import tuned as tuning
-from gsched.infra import resources
 from gsched.search.common import SearchResult
 
 PLUGINS = (regal, topoformer, go)  # packages exporting METHODS

@@ -24,7 +24,6 @@ from gsched.costmodel.params import CostParams
 from gsched.generators import layered_graph, random_computation_graph
 from tests.graphs import SHARED, diamond
 
-
 WORKED_EXAMPLE = [  # SPEC §5: (D, keys, placement, order, device peaks, runtime)
     (1, [.5] * 4 + [.9, .8, .7, .1] + [.5] * 4, [0, 0, 0, 0],
      [["op", 0], ["op", 1], ["op", 2], ["op", 3]], [14], 10),

@@ -5,6 +5,7 @@ import jax
 import numpy as np
 import pytest
 
+from gsched import CostParams, batch_graphs, bucket_for, random_computation_graph
 from gsched.harness.generations import (
     compare,
     curves,
@@ -12,7 +13,6 @@ from gsched.harness.generations import (
     generations,
     regal_generations,
 )
-from gsched import CostParams, batch_graphs, bucket_for, random_computation_graph
 from gsched.methods import optimize
 from gsched.policies.regal.method import build_regal
 from gsched.policies.regal.rollout import guided_search_trace

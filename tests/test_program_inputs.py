@@ -8,8 +8,16 @@ import json
 import numpy as np
 import pytest
 
-from gsched import (FormatError, GraphError, load_dataset, load_graph, make_graph,
-                    random_computation_graph, save_dataset, save_graph)
+from gsched import (
+    FormatError,
+    GraphError,
+    load_dataset,
+    load_graph,
+    make_graph,
+    random_computation_graph,
+    save_dataset,
+    save_graph,
+)
 from gsched.core.padding import Bucket, bucket_for
 from gsched.costmodel.host import evaluate_graph
 from tests import reference_exec as rx

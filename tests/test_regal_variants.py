@@ -7,8 +7,8 @@ import pytest
 from gsched.costmodel.params import OBJECTIVES
 from gsched.generators import random_computation_graph
 from gsched.methods import optimize
-from gsched.policies.regal.gnn import SequenceEncoder
 from gsched.policies.regal.checkpoint import CHECKPOINTS
+from gsched.policies.regal.gnn import SequenceEncoder
 from gsched.policies.regal.method import build_gas, build_idrs, build_regal
 
 

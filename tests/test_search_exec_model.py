@@ -8,8 +8,7 @@ import jax
 import numpy as np
 import pytest
 
-from gsched import random_computation_graph
-from gsched import methods
+from gsched import methods, random_computation_graph
 from gsched.core.padding import Bucket, batch_graphs
 from gsched.costmodel.evaluate import evaluate_batch, score
 from gsched.costmodel.host import evaluate_order

@@ -17,8 +17,8 @@ from gsched import (
     random_computation_graph,
 )
 from gsched.methods import optimize
-from gsched.policies.topoformer import hybrid
 from gsched.policies.topoformer import checkpoint as topo_checkpoint
+from gsched.policies.topoformer import hybrid
 from gsched.policies.topoformer import method as topo_method
 from gsched.policies.topoformer.model import Topoformer, TopoformerConfig
 from tests import reference_spec as ref

@@ -15,8 +15,8 @@ from gsched.methods import optimize
 from gsched.policies.topoformer import checkpoint as topo_checkpoint
 from gsched.policies.topoformer import method as topo_method
 from gsched.policies.topoformer import reinforce
-from gsched.policies.topoformer.model import Topoformer, TopoformerConfig
 from gsched.policies.topoformer import training as entry
+from gsched.policies.topoformer.model import Topoformer, TopoformerConfig
 
 TINY = TopoformerConfig(num_layers=1, dim=8, heads_per_relation=1, head_dim=4, pe_dim=4)
 TINY_OVERRIDES = ["steps=3", "checkpoint_every=3", "log_every=1", "batch_size=2",

@@ -21,7 +21,7 @@ import collections
 
 import numpy as np
 
-from gsched.baselines.heuristics import single_device, op_structure
+from gsched.baselines.heuristics import op_structure, single_device
 from gsched.core.graph import Graph
 from gsched.costmodel.host import evaluate_order
 

@@ -71,10 +71,21 @@ import jax.numpy as jnp
 import numpy as np
 
 from gsched.core.padding import PaddedGraph
-from gsched.costmodel.params import (CostParams, check_fusion, check_scheduler,
-                                     check_search_settings, is_int)
-from gsched.search.common import (SearchResult, check_genes, freeze_genes, no_best,
-                                  scored_batch, track_best)
+from gsched.costmodel.params import (
+    CostParams,
+    check_fusion,
+    check_scheduler,
+    check_search_settings,
+    is_int,
+)
+from gsched.search.common import (
+    SearchResult,
+    check_genes,
+    freeze_genes,
+    no_best,
+    scored_batch,
+    track_best,
+)
 
 __all__ = ["DEFAULT_FINAL_TEMPERATURE", "DEFAULT_INITIAL_TEMPERATURE", "move_kinds",
            "run_batch"]

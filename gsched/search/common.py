@@ -16,7 +16,6 @@ from gsched.core.padding import Bucket, PaddedGraph
 from gsched.costmodel.evaluate import Evaluation, evaluate_batch, score
 from gsched.costmodel.params import CostParams
 
-
 GENES = ("all", "placement+schedule", "placement")
 
 

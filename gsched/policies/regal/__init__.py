@@ -12,7 +12,11 @@ with REINFORCE, and its baselines GAS and IDRS.
 Training lives in ``train/regal.py``.
 """
 
-from gsched.policies.regal.actions import ActionSpace, dequantize_beta, dequantize_elite_bias
+from gsched.policies.regal.actions import (
+           ActionSpace,
+           dequantize_beta,
+           dequantize_elite_bias,
+)
 from gsched.policies.regal.features import Features, compute_features
 from gsched.policies.regal.method import METHODS
 from gsched.policies.regal.policy import Baseline, Policy, PolicyConfig

@@ -29,7 +29,11 @@ def load_policy(path: str | Path) -> tuple[Policy, dict]:
 
     Raises ``ValueError`` naming the path (and how to train one) when there is none.
     """
-    from gsched.infra.checkpoint import CheckpointError, load_checkpoint, read_checkpoint_metadata
+    from gsched.infra.checkpoint import (
+        CheckpointError,
+        load_checkpoint,
+        read_checkpoint_metadata,
+    )
     from gsched.infra.config import config_from_dict
     from gsched.policies.regal.reinforce import (
         ReinforceConfig,

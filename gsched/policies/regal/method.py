@@ -29,13 +29,13 @@ import functools
 from pathlib import Path
 from typing import Any
 
-
 from gsched.costmodel.params import OBJECTIVES
-from gsched.policies.regal.gnn import SequenceEncoder
 from gsched.policies.regal.checkpoint import DEFAULT_CHECKPOINTS, load_policy
+from gsched.policies.regal.gnn import SequenceEncoder
 from gsched.policies.regal.policy import Policy
-from gsched.registry import CHECKPOINT, DECODE, Method
 from gsched.policies.regal.rollout import DECODINGS, FEATURE_EVALS, guided_search
+from gsched.registry import CHECKPOINT, DECODE, Method
+
 
 @dataclasses.dataclass(frozen=True, eq=False)
 class LearnedRunner:

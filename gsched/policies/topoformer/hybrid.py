@@ -41,10 +41,14 @@ import jax.numpy as jnp
 from gsched.core.padding import PaddedGraph
 from gsched.costmodel.params import CostParams
 from gsched.policies.topoformer.checkpoint import load
-from gsched.policies.topoformer.method import check_single_device, decode_width, decoded_orders
+from gsched.policies.topoformer.method import (
+    check_single_device,
+    decode_width,
+    decoded_orders,
+)
 from gsched.policies.topoformer.model import Topoformer, TopoformerConfig
-from gsched.search import brkga
 from gsched.registry import CHECKPOINT, DECODE, Method, Option, Search
+from gsched.search import brkga
 from gsched.search.common import SearchResult
 
 NAME = "topoformer_brkga"
