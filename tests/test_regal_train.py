@@ -18,18 +18,19 @@ from gsched.generators import random_computation_graph
 from gsched.infra.checkpoint import save_checkpoint
 from gsched.infra.config import config_to_dict
 from gsched.methods import optimize
-from gsched.policies.regal.features import Features, num_node_features
+from gsched.policies.regal import training as train_regal
 from gsched.policies.regal.checkpoint import POLICY_KIND
+from gsched.policies.regal.features import Features, num_node_features
 from gsched.policies.regal.policy import PolicyConfig, log_prob
 from gsched.policies.regal.reinforce import (
     Batch,
     ReinforceConfig,
+    group_advantage,
     init_models,
     init_state,
     loss,
     make_train_step,
 )
-from gsched.policies.regal import training as train_regal
 
 D = 2
 BUCKET = Bucket(16, 32, 32)
@@ -75,6 +76,44 @@ def test_reinforce_loss_favours_rewarded_actions():
     after, _ = value_and_grad(after_params)
     assert float(after) < float(before)
     assert float(margin(after_params)) > float(margin(params))
+
+
+def test_group_advantage_by_hand():
+    reward = jnp.array([[-0.9, -1.1, -1.0, -1.0], [-1.0, -1.0, -1.0, -1.0]])
+    adv = group_advantage(reward)
+    spread = float(jnp.std(reward[0])) + 1e-3 * 1.0
+    np.testing.assert_allclose(adv[0], np.array([0.1 + 0.1 / 3, -0.1 - 0.1 / 3, 0, 0]) / spread,
+                               rtol=1e-5, atol=1e-6)
+    np.testing.assert_array_equal(adv[1], 0.0)  # identical rewards: no signal, no NaN
+    # A per-graph offset (what the learned baseline had to absorb) changes only the small
+    # 1e-3·|mean| term of the scale.
+    np.testing.assert_allclose(group_advantage(reward + 0.3), adv, rtol=1e-2, atol=1e-5)
+    with pytest.raises(ValueError, match="advantage"):
+        ReinforceConfig(advantage="mean")
+    with pytest.raises(ValueError, match="samples >= 2"):
+        ReinforceConfig(advantage="group", samples=1)
+
+
+def test_group_advantage_step_moves_towards_the_better_sample():
+    models = init_models(CONFIG, jax.random.key(0))
+    params, static = eqx.partition(models, eqx.is_array)
+    batch = _batch([1, 2])
+    num_vars = CONFIG.space.num_vars
+    actions = jnp.stack([jnp.zeros((2, BUCKET.num_ops, num_vars), jnp.int32),
+                         jnp.ones((2, BUCKET.num_ops, num_vars), jnp.int32)], axis=1)
+    reward = jnp.array([[-1.49, -1.5], [-0.5, -0.51]])  # tiny gaps, far-apart levels
+
+    def margin(p):
+        policy = eqx.combine(p, static)[0]
+        logits = jax.vmap(policy)(batch.graphs, batch.features)
+        logp = jax.vmap(jax.vmap(log_prob, in_axes=(None, 0, None)))(
+            logits, actions, batch.graphs.op_mask)
+        return jnp.sum(logp[:, 0] - logp[:, 1])
+
+    grads = jax.grad(lambda p: loss(p, static, batch, actions, reward, 1e-4, "group")[0])(params)
+    tx = optax.sgd(1e-2)
+    updates, _ = tx.update(grads, tx.init(params), params)
+    assert float(margin(optax.apply_updates(params, updates))) > float(margin(params))
 
 
 def test_train_step_compiles_once_and_updates():

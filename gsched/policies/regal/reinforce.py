@@ -9,6 +9,14 @@ budget, computed once per graph), and takes one Adam step on
     loss = −mean[(r − sg(b(G))) · log p(y | G)] + λ/2 · mean[(r − b(G))²]
 
 (eq. 8 with the baseline of eq. 9), gradients clipped to global L2 norm ``clip``.
+
+``advantage = "group"`` (not in the paper; issue #15 §2) replaces ``r − sg(b(G))`` by the
+sample's reward relative to the other ``S − 1`` samples of the same graph, divided by the
+spread of the graph's ``S`` rewards: ``(r − mean of the others) / (std + 1e-3 · |mean|)``. The
+rewards of one graph differ by fractions of a percent while ``b(G)`` has to learn every
+graph's level from a few visits, so with the learned baseline the per-graph offset ``r − b(G)``
+swamps the differences between samples; the group advantage removes the offset exactly. The
+baseline is still trained (its loss is a metric), but no longer enters the policy gradient.
 """
 
 from __future__ import annotations
@@ -34,6 +42,8 @@ from gsched.policies.regal.policy import (
 )
 from gsched.policies.regal.rollout import actions_to_params, policy_search
 
+ADVANTAGES = ("baseline", "group")  # ReinforceConfig.advantage
+
 
 @dataclasses.dataclass(frozen=True)
 class ReinforceConfig:
@@ -47,6 +57,7 @@ class ReinforceConfig:
         gradient clip (10) and the baseline loss weight λ (1e-4).
       objective: ``"peak_memory"`` (REGAL) or ``"runtime"`` (zero-shot REGAL).
       search: ``"brkga"`` (REGAL) or ``"random"`` (IDRS).
+      advantage: ``"baseline"`` (REGAL eq. 9: ``r − b(G)``) or ``"group"`` (module docstring).
     """
 
     samples: int = 4
@@ -56,6 +67,25 @@ class ReinforceConfig:
     baseline_weight: float = 1e-4
     objective: str = "peak_memory"
     search: str = "brkga"
+    advantage: str = "baseline"
+
+    def __post_init__(self):
+        if self.advantage not in ADVANTAGES:
+            raise ValueError(f"unknown advantage {self.advantage!r}; expected one of "
+                             f"{ADVANTAGES}")
+        if self.advantage == "group" and self.samples < 2:
+            raise ValueError("advantage = 'group' needs samples >= 2")
+
+
+def group_advantage(reward: jnp.ndarray) -> jnp.ndarray:
+    """``[B, S]`` rewards → each sample's reward minus the mean of its graph's other samples,
+    over the spread of its graph's rewards (``std + 1e-3·|mean|``, so that identical rewards
+    give 0, not a division by zero)."""
+    s = reward.shape[1]
+    others = (jnp.sum(reward, axis=1, keepdims=True) - reward) / (s - 1)
+    spread = jnp.std(reward, axis=1, keepdims=True)
+    scale = spread + 1e-3 * jnp.abs(jnp.mean(reward, axis=1, keepdims=True))
+    return (reward - others) / scale
 
 
 class Batch(NamedTuple):
@@ -98,7 +128,7 @@ def models_of(params: tuple, models: tuple[Policy, Baseline]) -> tuple[Policy, B
 
 
 def loss(params, static, batch: Batch, actions: jnp.ndarray, reward: jnp.ndarray,
-         baseline_weight: float):
+         baseline_weight: float, advantage: str = "baseline"):
     """The REINFORCE loss (module docstring) of rollouts ``actions [B, S, N, V]`` with rewards
     ``[B, S]``; returns ``(loss, (baseline loss, mean entropy, b(G) [B]))``."""
     policy, baseline = eqx.combine(params, static)
@@ -106,8 +136,11 @@ def loss(params, static, batch: Batch, actions: jnp.ndarray, reward: jnp.ndarray
     logp = jax.vmap(jax.vmap(log_prob, in_axes=(None, 0, None)))(
         logits, actions, batch.graphs.op_mask)  # [B, S]
     predicted = jax.vmap(baseline)(batch.graphs, batch.features)  # [B]
-    advantage = reward - jax.lax.stop_gradient(predicted)[:, None]
-    policy_loss = -jnp.mean(advantage * logp)
+    if advantage == "group":
+        weight = group_advantage(reward)
+    else:
+        weight = reward - jax.lax.stop_gradient(predicted)[:, None]
+    policy_loss = -jnp.mean(weight * logp)
     baseline_loss = 0.5 * baseline_weight * jnp.mean((reward - predicted[:, None]) ** 2)
     ent = jnp.mean(jax.vmap(entropy)(logits, batch.graphs.op_mask))
     return policy_loss + baseline_loss, (baseline_loss, ent, predicted)
@@ -148,7 +181,7 @@ def make_train_step(models: tuple[Policy, Baseline], config: ReinforceConfig,
         actions, reward = rollouts(policy, batch, jax.random.fold_in(state.key, state.step))
         (total, (baseline_loss, ent, predicted)), grads = jax.value_and_grad(
             loss, has_aux=True)(state.params, static, batch, actions, reward,
-                                config.baseline_weight)
+                                config.baseline_weight, config.advantage)
         updates, opt_state = tx.update(grads, state.opt_state, state.params)
         params = optax.apply_updates(state.params, updates)
         metrics = {"loss": total, "baseline_loss": baseline_loss, "reward": jnp.mean(reward),

@@ -40,6 +40,7 @@ import numpy as np
 from gsched.core.graph import Graph
 from gsched.core.padding import PaddedGraph, batch_graphs, bucket_for
 from gsched.costmodel.params import CostParams, check_cost_params
+from gsched.costmodel.tasks import fraction_capacity
 from gsched.formats import load_dataset
 from gsched.generators import (
     RandomGraphParams,
@@ -48,13 +49,12 @@ from gsched.generators import (
     random_computation_graph,
     split_by_topology,
 )
-from gsched.costmodel.tasks import fraction_capacity
 from gsched.infra.config import config_to_dict, parse_run_arguments
 from gsched.infra.distributed import data_mesh
 from gsched.infra.progress import log
 from gsched.infra.train_loop import run_training
-from gsched.policies.regal.features import Features, compute_features
 from gsched.policies.regal.checkpoint import export_policy
+from gsched.policies.regal.features import Features, compute_features
 from gsched.policies.regal.policy import PolicyConfig, mode_actions
 from gsched.policies.regal.reinforce import (
     Batch,
@@ -127,7 +127,7 @@ class TrainConfig:
 # --- Data ----------------------------------------------------------------------------------
 
 
-def _graphs(config: TrainConfig) -> tuple[list[Graph], list[Graph]]:
+def training_graphs(config: TrainConfig) -> tuple[list[Graph], list[Graph]]:
     """(train, valid) graphs, topology-disjoint, memory rescaled for the runtime task."""
     data = config.data
     seeds = np.random.SeedSequence(data.seed).spawn(3)
@@ -201,7 +201,7 @@ def _prepare(graphs: list[Graph], bucket, config: TrainConfig, costs: CostParams
 
 def load_data(config: TrainConfig, run_dir: Path):
     """Padded train / valid graphs and their cached arrays (computed once per config)."""
-    train, valid = _graphs(config)
+    train, valid = training_graphs(config)
     bucket = bucket_for(train + valid)
     costs = cost_params(config)
     cache = run_dir / "dataset.npz"

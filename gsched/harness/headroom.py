@@ -1,0 +1,186 @@
+"""How much is left to learn? Peak-memory headroom per graph (issue #15 §2).
+
+A learned search can only beat BRKGA 5K on a graph where BRKGA 5K is not already optimal.
+For every graph of a dataset this measures, with ``D`` devices and the peak-memory objective
+(SPEC §3, no transfer cost, no capacity):
+
+* uniform BRKGA at several budgets (200 = REGAL's training rollouts, 1K, 5K = the reference,
+  50K), one seed, every graph of a dataset in one batch;
+* the **single-op lower bound** :func:`peak_memory_lower_bound`: whatever the placement and
+  order, the device running op ``j`` holds ``j``'s inputs, outputs and temporary memory at
+  once, so no schedule's peak is below ``max_j need(j)``. A value equal to it is optimal.
+
+:func:`summarize` turns the rows into one line per dataset: how often BRKGA 5K is provably
+optimal, how far it is from the bound (an upper bound on any method's gain over it), and how
+much BRKGA 50K gains over it (a gain that is known to exist). ``python -m eval.headroom``
+runs it on REGAL's training distribution, the held-out synthetic test sets and candidate
+training distributions, and writes ``docs/results/regal_headroom/``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import time
+from collections.abc import Sequence
+from pathlib import Path
+
+import numpy as np
+
+from gsched.core.graph import Graph
+from gsched.harness.benchmarks import machine_description
+from gsched.harness.config import load_config
+from gsched.infra.progress import log, read_jsonl
+from gsched.methods import optimize
+from gsched.policies.regal.training import DataConfig, TrainConfig, training_graphs
+
+BUDGETS = (200, 1000, 5000, 50_000)
+REFERENCE = 5000  # the budget every gain is measured against (REGAL's BRKGA 5K)
+
+
+def op_memory_need(graph: Graph) -> np.ndarray:
+    """``[N]`` bytes op ``j`` needs resident on its device while it runs (SPEC §3): the
+    distinct tensors it reads, the tensors it writes and its temporary memory."""
+    n = graph.num_ops
+    read = np.bincount(graph.edge_consumer, graph.tensor_size[graph.edge_tensor], minlength=n)
+    written = np.bincount(graph.tensor_producer, graph.tensor_size, minlength=n)
+    return read + written + graph.temporary_memory
+
+
+def peak_memory_lower_bound(graph: Graph) -> float:
+    """``max_j need(j)`` (:func:`op_memory_need`): no placement on any number of devices and no
+    order has a smaller peak memory (edges are distinct (tensor, consumer) pairs, and a
+    transferred copy is resident on the consumer's device until its last reader there ran)."""
+    return float(op_memory_need(graph).max(initial=0.0))
+
+
+def datasets() -> dict[str, list[Graph]]:
+    """The graph sets measured: REGAL's ``make train`` distribution (training split of
+    ``train/configs/regal_small.toml``'s data), the sweeps' held-out synthetic test sets, and
+    two larger candidate training distributions (training splits, same generator)."""
+
+    def train_split(min_ops: int, max_ops: int) -> list[Graph]:
+        data = DataConfig(num_graphs=60, min_ops=min_ops, max_ops=max_ops, seed=0)
+        return training_graphs(TrainConfig(data=data))[0]
+
+    def sweep(name: str) -> list[Graph]:
+        return list(load_config(Path("eval/configs") / f"{name}.toml").datasets[0].graphs)
+
+    return {
+        "train 20–40 ops (make train)": train_split(20, 40),
+        "synthetic test (40–120 ops)": sweep("synthetic"),
+        "synthetic_large (150–400 ops)": sweep("synthetic_large"),
+        "train 60–160 ops (candidate)": train_split(60, 160),
+        "train 150–300 ops (candidate)": train_split(150, 300),
+    }
+
+
+def run(out: Path, *, max_graphs: int, num_devices: int = 2,
+        budgets: Sequence[int] = BUDGETS) -> list[dict]:
+    """Measures every dataset × budget batch missing from ``out`` (JSON lines, appended; one
+    row per graph and budget, plus one ``budget = 0`` row per graph with the lower bound)."""
+    rows = read_jsonl(out) if out.exists() else []
+    done = {(r["dataset"], r["budget"]) for r in rows}
+    for name, graphs in datasets().items():
+        graphs = sorted(graphs, key=lambda g: g.num_ops)[:max_graphs]
+        todo = [b for b in (0, *budgets) if (name, b) not in done]
+        for budget in todo:
+            start = time.perf_counter()
+            if budget == 0:
+                values = [peak_memory_lower_bound(g) for g in graphs]
+            else:
+                outcome = optimize("brkga", graphs, num_devices=num_devices, budget=budget,
+                                   objective="peak_memory", seed=0)
+                values = [r["value"] for r in outcome.results]
+            new = [{"dataset": name, "graph": g.name, "num_ops": g.num_ops, "budget": budget,
+                    "devices": num_devices, "value": float(v)} for g, v in zip(graphs, values)]
+            with out.open("a") as f:
+                f.writelines(json.dumps(r) + "\n" for r in new)
+            rows += new
+            log(f"{name}: {'lower bound' if budget == 0 else f'BRKGA {budget}'} on "
+                f"{len(graphs)} graphs in {time.perf_counter() - start:.1f} s")
+    return rows
+
+
+def summarize(rows: Sequence[dict]) -> list[dict]:
+    """Per dataset (in first-seen order): graphs; % of graphs where BRKGA 5K equals the lower
+    bound (provably optimal); mean % gap of BRKGA 5K above the bound, and % of graphs where a
+    gain of ≥ 2 % over BRKGA 5K is possible at all (bound ≤ 0.98 × BRKGA 5K); mean % gain of
+    BRKGA 50K over 5K and % of graphs where it gains ≥ 2 %; mean % gain of BRKGA 5K over
+    BRKGA 200 (the headroom a policy guiding 200-evaluation rollouts can be rewarded for).
+    Gains are ``100 (o_5K − o) / o_5K``."""
+    by = {}
+    for r in rows:
+        by.setdefault(r["dataset"], {}).setdefault(r["graph"], {})[r["budget"]] = r["value"]
+    out = []
+    for name, graphs in by.items():
+        cells = [v for v in graphs.values() if REFERENCE in v and 0 in v]
+        if not cells:
+            continue
+
+        def gain(v, budget):
+            return 100 * (v[REFERENCE] - v[budget]) / v[REFERENCE]
+
+        bound_gain = [gain(v, 0) for v in cells]
+        line = {"dataset": name, "graphs": len(cells),
+                "optimal_5k": float(100 * np.mean([v[REFERENCE] <= v[0] for v in cells])),
+                "bound_gain": float(np.mean(bound_gain)),
+                "possible_2pct": float(100 * np.mean([g >= 2 for g in bound_gain]))}
+        for budget, key in ((50_000, "gain_50k"), (200, "gain_200")):
+            if all(budget in v for v in cells):
+                gains = [gain(v, budget) for v in cells]
+                line[key] = float(np.mean(gains) if budget != 200 else -np.mean(gains))
+                if budget == 50_000:
+                    line["gain_50k_2pct"] = float(100 * np.mean([g >= 2 for g in gains]))
+        out.append(line)
+    return out
+
+
+def markdown(rows: Sequence[dict], command: str) -> str:
+    """The summary table (:func:`summarize`) and one per-graph table per dataset."""
+    fmt = lambda x: "—" if x is None or (isinstance(x, float) and math.isnan(x)) else f"{x:.1f}"  # noqa: E731
+    lines = ["| dataset | graphs | BRKGA 5K provably optimal (%) | mean gap of 5K above the "
+             "bound (%) | graphs where ≥ 2 % over 5K is possible (%) | BRKGA 50K over 5K (%) "
+             "| graphs where 50K gains ≥ 2 % (%) | BRKGA 5K over 200 (%) |",
+             "| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: |"]
+    for s in summarize(rows):
+        lines.append(f"| {s['dataset']} | {s['graphs']} | {fmt(s['optimal_5k'])} | "
+                     f"{fmt(s['bound_gain'])} | {fmt(s['possible_2pct'])} | "
+                     f"{fmt(s.get('gain_50k'))} | {fmt(s.get('gain_50k_2pct'))} | "
+                     f"{fmt(s.get('gain_200'))} |")
+    lines += ["", f"Command: `{command}`", ""]
+    by: dict[str, dict[str, dict]] = {}
+    for r in rows:
+        by.setdefault(r["dataset"], {}).setdefault(r["graph"], {"num_ops": r["num_ops"]})[
+            r["budget"]] = r["value"]
+    budgets = sorted({r["budget"] for r in rows} - {0})
+    for name, graphs in by.items():
+        lines += [f"### {name}", "", "| graph | ops | lower bound | "
+                  + " | ".join(f"BRKGA {b:,}" for b in budgets) + " | 5K / bound |",
+                  "| --- | ---: | ---: | " + " | ".join("---:" for _ in budgets) + " | ---: |"]
+        for graph, v in sorted(graphs.items(), key=lambda kv: kv[1]["num_ops"]):
+            ratio = (f"{v[REFERENCE] / v[0]:.4f}" if REFERENCE in v and v.get(0) else "—")
+            lines.append(f"| {graph} | {v['num_ops']} | {v.get(0, float('nan')):,.0f} | "
+                         + " | ".join(f"{v[b]:,.0f}" if b in v else "—" for b in budgets)
+                         + f" | {ratio} |")
+        lines.append("")
+    return "\n".join(lines)
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m eval.headroom", description=__doc__)
+    parser.add_argument("--runs", type=Path, default=Path("runs/headroom/results.jsonl"))
+    parser.add_argument("--out", type=Path, default=Path("docs/results/regal_headroom"))
+    parser.add_argument("--max-graphs", type=int, default=16)
+    args = parser.parse_args(argv)
+    args.runs.parent.mkdir(parents=True, exist_ok=True)
+    rows = run(args.runs, max_graphs=args.max_graphs)
+    args.out.mkdir(parents=True, exist_ok=True)
+    command = f"python -m eval.headroom --max-graphs {args.max_graphs}"
+    (args.out / "tables.md").write_text(
+        "# Peak-memory headroom over BRKGA 5K (D = 2, written by eval.headroom)\n\n"
+        + "\n".join(f"{line}" for line in machine_description()) + "\n\n"
+        + markdown(rows, command))
+    (args.out / "results.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
+    return 0
