@@ -5,6 +5,8 @@ and the static switch between them."""
 
 from __future__ import annotations
 
+import re
+
 import jax
 import jax.numpy as jnp
 import numpy as np
@@ -162,18 +164,18 @@ def test_the_switch_is_static_by_bucket_devices_and_scheduler(monkeypatch):
     assert dense.DENSE_MAX_OPS == 2048
     assert dense.dense_applies(8, 1, backend="cpu") and dense.dense_applies(2048, 1, "list", "cpu")
     assert not dense.dense_applies(4096, 1, backend="cpu")
-    assert not dense.dense_applies(512, 2, backend="cpu")
     assert not dense.dense_applies(512, 1, "priority") and not dense.dense_applies(512, 1, "fifo")
     assert not dense.dense_applies(512, 1, backend="gpu")
     assert dense.dense_applies(512, 1) == (jax.default_backend() == "cpu")
 
     calls = []
-    real = evaluate_module.dense_order
-    monkeypatch.setattr(evaluate_module, "dense_order",
-                        lambda *a, **k: calls.append(a[0].shape) or real(*a, **k))
+    for name in ("dense_order", "dense_multi_order"):  # D = 1, D ≥ 2
+        real = getattr(evaluate_module, name)
+        monkeypatch.setattr(evaluate_module, name,
+                            lambda *a, real=real, **k: calls.append(1) or real(*a, **k))
 
     def traces_dense(num_ops, num_devices, scheduler="list", fusion=False):
-        """Whether tracing evaluate_population (fresh shapes: no trace cache) uses the dense
+        """Whether tracing evaluate_population (fresh shapes: no trace cache) uses a dense
         decode."""
         bucket = Bucket(num_ops, 2 * num_ops + 3, 2 * num_ops + 5)
         graph = jax.tree.map(jnp.asarray, pad_graph(random_computation_graph(5, 0), bucket))
@@ -189,15 +191,16 @@ def test_the_switch_is_static_by_bucket_devices_and_scheduler(monkeypatch):
     assert traces_dense(24, 1) and traces_dense(24, 1, fusion=True)
     assert traces_dense(2048, 1)
     assert not traces_dense(4096, 1)
-    assert not traces_dense(24, 2)
-    assert not traces_dense(24, 1, "priority")
+    assert traces_dense(24, 2) and traces_dense(24, 3, fusion=True)
+    assert not traces_dense(2 * dense.DENSE_MULTI_MAX_OPS, 2)
+    assert not traces_dense(24, 1, "priority") and not traces_dense(24, 2, "fifo")
 
 
 def test_decoder_settings_are_checked():
     graph = pad_graph(random_computation_graph(10, 0))
     keys = np.zeros((2, graph.bucket.chromosome_length(2)), np.float32)
-    with pytest.raises(ValueError, match="dense decoder needs num_devices=1"):
-        evaluate_with_decoder(graph, keys, num_devices=2, decoder="dense")
+    with pytest.raises(ValueError, match="dense decoder needs scheduler='list'"):
+        evaluate_with_decoder(graph, keys, num_devices=2, decoder="dense", scheduler="fifo")
     with pytest.raises(ValueError, match="unknown decoder"):
         evaluate_with_decoder(graph, keys, num_devices=2, decoder="fast")
 
@@ -222,8 +225,10 @@ def test_bench_reports_both_decoders(tmp_path):
                           "1", "--chunks", "8", "--sweep-populations", "", "--batch-graphs", "0",
                           "--schedulers", "", "--decoder-sizes", "20", "--decoder-population",
                           "8", "--output", str(output), "--section-title", "T"])
-    decoders = {(c.decoder, c.sharded) for c in results if c.decoder != "auto"}
-    assert {("loop", False), ("dense", False)} <= decoders
+    decoders = {(c.decoder, c.num_devices, c.sharded) for c in results if c.decoder != "auto"}
+    assert {(decoder, d, False) for decoder in ("loop", "dense") for d in (1, 2)} <= decoders
     text = output.read_text()
-    assert "**One-device decoders**" in text
-    assert "| loop | 20 | 32/" in text and "| dense | 20 | 32/" in text
+    assert "**Decoders**" in text
+    for decoder in ("loop", "dense"):
+        for d in (1, 2):
+            assert re.search(rf"\| {decoder} \| 20 \| 32/[0-9/,]+ \| {d} \|", text), (decoder, d)

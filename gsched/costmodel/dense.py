@@ -7,6 +7,8 @@ few wide, vectorized kernels per step instead of the ready tree and CSR walk of
 :mod:`gsched.costmodel.schedule`, whose ~30 tiny gathers and scatters per step cost more on a
 CPU than the ``O(N)`` work per step done here (``O(N²)`` per evaluation). Results are bit-identical
 to the loop's (same ranks, same order, same runtime and bound; ``tests/test_dense_schedule.py``).
+With ``D ≥ 2`` devices, :mod:`gsched.costmodel.dense_multi` does the same with this module's
+blocks and bit rows.
 
 Per chromosome, every op ``j`` has one int32 *word*
 
@@ -59,22 +61,31 @@ from gsched.costmodel.schedule import (
     split_keys,
 )
 
-DENSE_MAX_OPS = 2048  # largest op bucket decoded densely (see docs/benchmarks.md)
+DENSE_MAX_OPS = 2048  # largest op bucket decoded densely with one device (docs/benchmarks.md)
+DENSE_MULTI_MAX_OPS = 1024  # ... with D ≥ 2 (gsched.costmodel.dense_multi; docs/benchmarks.md)
+DENSE_MAX_ITEMS = 1 << 14  # ops + transfer slots N + T·(D−1) the D ≥ 2 words can rank
+DENSE_MAX_DEVICES = 31  # devices a D ≥ 2 row can name (5 bits)
 BLOCK = 32  # chromosomes per block (the minor dimension of the loop state)
 PANEL = 1024  # ops per panel of the loop state
 _SCHEDULED = 1 << 30  # added to a word when its op is scheduled
 
 
 def dense_applies(num_ops: int, num_devices: int, scheduler: str = "list",
-                  backend: str | None = None) -> bool:
-    """Whether the cost model decodes with this module: one device, the list scheduler, an op
-    bucket of at most :data:`DENSE_MAX_OPS` ops, on a CPU (``backend``, default JAX's default
-    backend; a static choice: one compile per bucket). Accelerators keep the loop, which runs
-    all chromosomes in parallel where these blocks would run one after the other (not measured
+                  backend: str | None = None, num_tensors: int = 0) -> bool:
+    """Whether the cost model decodes densely: the list scheduler on a CPU (``backend``, default
+    JAX's default backend), an op bucket of at most :data:`DENSE_MAX_OPS` ops with one device
+    (this module) or :data:`DENSE_MULTI_MAX_OPS` with ``D ≥ 2``
+    (:mod:`gsched.costmodel.dense_multi`, which also needs ``N + T·(D−1) ≤``
+    :data:`DENSE_MAX_ITEMS`, ``T`` = ``num_tensors``, and ``D ≤`` :data:`DENSE_MAX_DEVICES`).
+    A static choice: one compile per bucket. Accelerators keep the loop, which runs all
+    chromosomes in parallel where these blocks would run one after the other (not measured
     there yet)."""
     backend = backend or jax.default_backend()
-    return (backend == "cpu" and num_devices == 1 and scheduler == "list"
-            and num_ops <= DENSE_MAX_OPS)
+    if num_devices > 1 and (num_devices > DENSE_MAX_DEVICES or num_ops + num_tensors * (
+            num_devices - 1) > DENSE_MAX_ITEMS):
+        return False
+    limit = DENSE_MAX_OPS if num_devices == 1 else DENSE_MULTI_MAX_OPS
+    return backend == "cpu" and scheduler == "list" and num_ops <= limit
 
 
 def rank_bits(num_ops: int) -> int:
@@ -86,18 +97,36 @@ def successor_bits(graph: PaddedGraph) -> jnp.ndarray:
     """``[N, ⌈N/32⌉]`` int32 bit sets: bit ``c % 32`` of word ``c // 32`` of row ``p`` is set
     when op ``c`` consumes an output of op ``p`` (one distinct pair of the padded graph's
     ``pair_*`` lists; padding rows are empty). One graph, no batch axis."""
-    return _bit_rows(graph.pair_mask, graph.pair_producer, graph.pair_consumer,
-                     graph.op_mask.shape[0])
+    n = graph.op_mask.shape[0]
+    return bit_rows(graph.pair_mask, graph.pair_producer, graph.pair_consumer, n, n)
 
 
-def _bit_rows(mask, producer, consumer, n: int) -> jnp.ndarray:
-    words = -(-n // 32)
-    bit = jnp.left_shift(jnp.int32(1), consumer & 31)  # bit 31 wraps to the sign bit
-    row = jnp.where(mask, producer, n)  # padded pairs: a dropped row
+def bit_rows(mask, row, column, num_rows: int, num_columns: int) -> jnp.ndarray:
+    """``[num_rows, ⌈num_columns/32⌉]`` int32 bit sets: bit ``c % 32`` of word ``c // 32`` of
+    row ``r`` is set for every listed ``(row[i], column[i])`` where ``mask[i]`` (the pairs
+    must be distinct)."""
+    words = -(-num_columns // 32)
+    bit = jnp.left_shift(jnp.int32(1), column & 31)  # bit 31 wraps to the sign bit
+    row = jnp.where(mask, row, num_rows)  # masked pairs: a dropped row
     # Pairs are distinct, so adding their bits sets them (int32 addition wraps).
-    table = jnp.zeros((n + 1, words), jnp.int32).at[row, jnp.right_shift(consumer, 5)].add(
+    table = jnp.zeros((num_rows + 1, words), jnp.int32).at[row, jnp.right_shift(column, 5)].add(
         jnp.where(mask, bit, 0))
-    return table[:n]
+    return table[:num_rows]
+
+
+def in_blocks(x: jnp.ndarray, fill, block: int) -> jnp.ndarray:
+    """``x [B, ...]`` → ``[⌈B/block⌉, block, ...]``, the last block completed with ``fill``
+    (broadcast to one chromosome's shape)."""
+    pad = -x.shape[0] % block
+    x = jnp.concatenate([x, jnp.broadcast_to(jnp.asarray(fill, x.dtype), (pad,) + x.shape[1:])])
+    return x.reshape((-1, block) + x.shape[1:])
+
+
+def expand_bits(rows: jnp.ndarray, size: int) -> jnp.ndarray:
+    """Bit sets ``rows [W, block]`` (int32 words) → ``[size, block]`` int32 0/1, bit ``c % 32``
+    of word ``c // 32`` at row ``c`` (``size ≤ 32·W``)."""
+    shift = jnp.arange(32, dtype=jnp.int32)[None, :, None]
+    return (jnp.right_shift(rows[:, None, :], shift) & 1).reshape(-1, rows.shape[-1])[:size]
 
 
 def initial_words(graph: PaddedGraph, keys: jnp.ndarray) -> tuple[jnp.ndarray, jnp.ndarray]:
@@ -140,21 +169,16 @@ def dense_order(words: jnp.ndarray, item_at_rank: jnp.ndarray, num_steps: jnp.nd
         return jnp.zeros((0, n), jnp.int32), jnp.zeros((0, n), jnp.int32)
     k = rank_bits(n)
     block = min(BLOCK, batch)
-    blocks = -(-batch // block)
-    pad = blocks * block - batch
-
-    def padded(x, fill):
-        x = jnp.concatenate([x, jnp.broadcast_to(fill, (pad,) + x.shape[1:]).astype(x.dtype)])
-        return x.reshape((blocks, block) + x.shape[1:])
 
     # Filler chromosomes (to a whole block): every op padding, no step; dropped.
-    xs = [padded(words, (1 << (2 * k)) + jnp.arange(n, dtype=jnp.int32)),
-          padded(item_at_rank, jnp.arange(n, dtype=jnp.int32)), padded(num_steps, 0)]
+    xs = [in_blocks(words, (1 << (2 * k)) + jnp.arange(n, dtype=jnp.int32), block),
+          in_blocks(item_at_rank, jnp.arange(n, dtype=jnp.int32), block),
+          in_blocks(num_steps, 0, block)]
     if pairs is None:
-        xs.append(padded(row_base, 0))
+        xs.append(in_blocks(row_base, 0, block))
     else:
-        xs.append(tuple(padded(x, 0) for x in pairs))  # mask 0: no pairs
-    shift = jnp.arange(32, dtype=jnp.int32)[None, :, None]
+        xs.append(tuple(in_blocks(x, 0, block) for x in pairs))  # mask 0: no pairs
+    blocks = xs[0].shape[0]
     lane_base = jnp.arange(block, dtype=jnp.int32) * n
 
     # The ops in panels of at most PANEL (a multiple of 32): each panel's words, and the words
@@ -168,7 +192,7 @@ def dense_order(words: jnp.ndarray, item_at_rank: jnp.ndarray, num_steps: jnp.nd
         if pairs is None:
             rows_table, base = table, rows_from
         else:  # this block's own bit rows, [block · N, ⌈N/32⌉]
-            rows_table = jax.vmap(lambda m, p, c: _bit_rows(m, p, c, n))(*rows_from)
+            rows_table = jax.vmap(lambda m, p, c: bit_rows(m, p, c, n, n))(*rows_from)
             rows_table, base = rows_table.reshape(-1, rows_table.shape[-1]), lane_base
         tables = [rows_table[:, lo // 32: -(-hi // 32)] for lo, hi in panels]
         flat_items = block_items.reshape(-1)
@@ -179,10 +203,10 @@ def dense_order(words: jnp.ndarray, item_at_rank: jnp.ndarray, num_steps: jnp.nd
             new = []
             for (lo, hi), part, words_table in zip(panels, state, tables):
                 rows = words_table[base + op].T  # [words, block] bit sets of the panel's ops
-                succ = (jnp.right_shift(rows[:, None, :], shift) & 1).reshape(-1, block)
+                succ = expand_bits(rows, hi - lo)
                 lanes = lax.broadcasted_iota(jnp.int32, part.shape, 0) + lo
                 new.append(part - jnp.where(lanes == op[None, :], best - (_SCHEDULED + s),
-                                            jnp.left_shift(succ[:hi - lo], k)))
+                                            jnp.left_shift(succ, k)))
             return tuple(new)
 
         state = block_words.T

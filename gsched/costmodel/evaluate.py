@@ -7,14 +7,18 @@ optimizer minimizes. Host-side wrappers live in :mod:`gsched.costmodel.host`.
 The static keyword ``scheduler`` picks the schedule: ``"list"`` (SPEC §2–§4, the priority list
 schedule of :mod:`gsched.costmodel.schedule`, the default) or ``"priority"`` / ``"fifo"`` (SPEC
 §8.2's event-driven schedulers, :mod:`gsched.costmodel.dynamic`); every entry point compiles once
-per bucket, number of devices and scheduler. On a CPU, with one device and the list scheduler,
-op buckets of up to ``dense.DENSE_MAX_OPS`` ops are scheduled by :mod:`gsched.costmodel.dense`
-instead of the ready-tree loop (the same results bit for bit, several times faster; chosen
-statically by bucket size, ``D`` and backend, so still one compile per bucket;
-:func:`evaluate_with_decoder` forces either, for comparisons). The static keyword ``fusion``
+per bucket, number of devices and scheduler. On a CPU, with the list scheduler, op buckets of
+up to ``dense.DENSE_MAX_OPS`` ops with one device are scheduled by
+:mod:`gsched.costmodel.dense`, and up to ``dense.DENSE_MULTI_MAX_OPS`` with ``D ≥ 2`` by
+:mod:`gsched.costmodel.dense_multi`, instead of the ready-tree loop (the same results bit for
+bit, faster; chosen statically by bucket, ``D`` and backend, so still one compile per bucket;
+:func:`evaluate_with_decoder` forces either, for comparisons). §8.2's event-driven schedulers
+always use their own loop. The static keyword ``fusion``
 turns on SPEC §8.3 (chromosomes ``N`` keys longer; :mod:`gsched.costmodel.fusion` contracts each
 chromosome's graph before scheduling). SPEC §8.1's roofline parameters and §8.3's
 ``fusion_capacity`` are dynamic (``CostParams``) and apply to every scheduler.
+On a GPU the list scheduler (any ``D``) runs as one fused Pallas kernel per chromosome,
+:mod:`gsched.costmodel.pallas_decode` (same results bit for bit; ``decoder="pallas"``).
 """
 
 from __future__ import annotations
@@ -33,9 +37,17 @@ from gsched.costmodel.dense import (
     initial_words,
     successor_bits,
 )
+from gsched.costmodel.dense_multi import (
+    SUCCESSOR_FIELDS,
+    dense_multi_order,
+    dense_multi_schedule,
+    item_rows,
+    multi_start,
+)
 from gsched.costmodel.dynamic import dynamic_init, dynamic_result, dynamic_step
 from gsched.costmodel.fusion import contract, fusion_roots
 from gsched.costmodel.memory import peak_memory, single_device_peak_memory
+from gsched.costmodel.pallas_decode import pallas_applies, pallas_schedule
 from gsched.costmodel.params import (
     OBJECTIVES,
     CostParams,
@@ -90,13 +102,14 @@ def _evaluate(graph: PaddedGraph, pinned, params: CostParams, keys: jnp.ndarray,
     With ``fusion`` each chromosome first contracts its graph (:mod:`gsched.costmodel.fusion`);
     the contracted graph, of the same bucket, is what the schedule and the memory walk read.
 
-    On a CPU, with one device and the list scheduler, buckets of up to ``dense.DENSE_MAX_OPS``
-    ops are scheduled by :mod:`gsched.costmodel.dense` (same results, faster; a static choice,
-    ``dense.dense_applies``); ``decoder`` ``"dense"`` / ``"loop"`` forces one
-    (:func:`evaluate_with_decoder`)."""
+    On a CPU, with the list scheduler, buckets of up to ``dense.DENSE_MAX_OPS`` ops with one
+    device are scheduled by :mod:`gsched.costmodel.dense`, and up to
+    ``dense.DENSE_MULTI_MAX_OPS`` with ``D ≥ 2`` by :mod:`gsched.costmodel.dense_multi` (same
+    results, faster; a static choice, ``dense.dense_applies``); ``decoder`` ``"dense"`` /
+    ``"loop"`` forces one (:func:`evaluate_with_decoder`)."""
     check_scheduler(scheduler)
     fusion = check_fusion(fusion)
-    dense = _use_dense(graph.bucket.num_ops, num_devices, scheduler, decoder)
+    dense = _use_dense(graph.bucket, num_devices, scheduler, decoder)
     dynamic = scheduler != "list"
     base = graph.bucket.chromosome_length(num_devices)
     want = graph.bucket.chromosome_length(num_devices, fusion)
@@ -132,9 +145,22 @@ def _evaluate(graph: PaddedGraph, pinned, params: CostParams, keys: jnp.ndarray,
         )
 
     graph, params = jax.tree.map(jnp.asarray, (graph, params))
-    if dense:
+    if dense and num_devices == 1:
         return _evaluate_dense(graph, pinned, params, keys, graph_batched, fusion, base, decode,
                                evaluation)
+    if dense:
+        return _evaluate_dense_multi(graph, pinned, params, keys, num_devices, graph_batched,
+                                     fusion, base, decode, evaluation)
+    if _use_pallas(scheduler, decoder):  # one fused kernel per chromosome, vmapped into a grid
+
+        def fused(g, pin, prm, k):
+            k = jnp.asarray(k, jnp.float32)
+            placement, program, root = decode(g, pin, prm, k)
+            schedule = pallas_schedule(program, k[:base], placement, prm, num_devices, chunk)
+            memory = peak_memory(program, placement, schedule, prm.capacity, num_devices)
+            return evaluation(g, placement, root, schedule, memory)
+
+        return _lift(fused, graph_batched)(graph, pinned, params, keys)
 
     def init(g, pin, prm, k):
         k = jnp.asarray(k, jnp.float32)
@@ -193,19 +219,11 @@ def _evaluate_dense(graph: PaddedGraph, pinned, params: CostParams, keys: jnp.nd
         program = aux[1]
         steps_taken = dense_order(flat(words), flat(item_at_rank), flat(steps), pairs=tuple(
             flat(x) for x in (program.pair_mask, program.pair_producer, program.pair_consumer)))
-    else:  # one table per graph; graph g's rows start at g·N
-        lead = sum(graph_batched)  # graph-batched axes, then the chromosomes'
-        if tuple(graph_batched) != (True,) * lead + (False,) * (len(batch) - lead):
-            raise ValueError(f"graph-batched axes must lead, got {graph_batched}")
-        table, graph_index = successor_bits, jnp.zeros(batch, jnp.int32)
-        for axis in range(lead):
-            table = jax.vmap(table)
-            graph_index = graph_index * batch[axis] + jax.lax.broadcasted_iota(
-                jnp.int32, batch, axis)
-        table = table(graph)
-        steps_taken = dense_order(flat(words), flat(item_at_rank), flat(steps),
-                                  table=table.reshape(-1, table.shape[-1]),
-                                  row_base=(graph_index * n).reshape(-1))
+    else:  # one table per graph
+        table, row_base = _graph_tables(successor_bits, graph, graph_batched, batch)
+        steps_taken = dense_order(flat(words), flat(item_at_rank), flat(steps), table=table,
+                                  row_base=row_base)
+    lead = sum(graph_batched)
     position, order = (x.reshape(batch + (n,)) for x in steps_taken)
 
     # Peak memory with the chromosomes of each graph explicit (with fusion every chromosome
@@ -229,6 +247,65 @@ def _evaluate_dense(graph: PaddedGraph, pinned, params: CostParams, keys: jnp.nd
         return evaluation(g, placement, root, schedule, memory)
 
     return _lift(finish, graph_batched)(graph, pinned, params, (aux, position, order, memory))
+
+
+def _graph_tables(rows_of, graph: PaddedGraph, graph_batched: tuple[bool, ...],
+                  batch: tuple[int, ...]) -> tuple[jnp.ndarray, jnp.ndarray]:
+    """``rows_of(graph) [R, W]`` of every graph, stacked ``[G·R, W]``, and the row where each
+    chromosome's graph starts, ``[B]`` (the batch flattened; graph-batched axes must lead)."""
+    lead = sum(graph_batched)  # graph-batched axes, then the chromosomes'
+    if tuple(graph_batched) != (True,) * lead + (False,) * (len(batch) - lead):
+        raise ValueError(f"graph-batched axes must lead, got {graph_batched}")
+    table, graph_index = rows_of, jnp.zeros(batch, jnp.int32)
+    for axis in range(lead):
+        table = jax.vmap(table)
+        graph_index = graph_index * batch[axis] + jax.lax.broadcasted_iota(jnp.int32, batch, axis)
+    table = table(graph)
+    return (table.reshape(-1, table.shape[-1]),
+            (graph_index * table.shape[-2]).reshape(-1))
+
+
+def _evaluate_dense_multi(graph: PaddedGraph, pinned, params: CostParams, keys: jnp.ndarray,
+                          num_devices: int, graph_batched: tuple[bool, ...], fusion: bool,
+                          base: int, decode, evaluation) -> Evaluation:
+    """:func:`_evaluate` with ``D ≥ 2`` and the list scheduler, by
+    :mod:`gsched.costmodel.dense_multi`: per chromosome (vmapped) the placement, fusion and the
+    schedule's start; the dense loop on the flattened batch; then per chromosome the
+    :class:`Schedule`, SPEC §3's memory walk and the evaluation, as after the loop."""
+    batch = keys.shape[:-1]
+
+    def init(g, pin, prm, k):
+        k = jnp.asarray(k, jnp.float32)
+        placement, program, root = decode(g, pin, prm, k)
+        start = multi_start(program, k[:base], placement, prm, num_devices)
+        # Without fusion the program is the graph itself (kept per graph, see _evaluate_dense).
+        rows = tuple(getattr(program, f) for f in SUCCESSOR_FIELDS) if fusion else ()
+        return (placement, program if fusion else None, root), start, rows
+
+    aux, start, rows = _lift(init, graph_batched)(graph, pinned, params, keys)
+
+    def flat(x):
+        return x.reshape((-1,) + x.shape[len(batch):])
+
+    start = jax.tree.map(flat, start)
+    if fusion:  # each chromosome has its own contracted graph
+        items, free = dense_multi_order(start, num_devices,
+                                        successors=tuple(flat(x) for x in rows))
+    else:
+        table, row_base = _graph_tables(item_rows, graph, graph_batched, batch)
+        items, free = dense_multi_order(start, num_devices, table=table, row_base=row_base)
+    start, items, free = jax.tree.map(lambda x: x.reshape(batch + x.shape[1:]),
+                                      (start, items, free))
+    num_items = graph.bucket.num_ops + graph.bucket.num_tensors * num_devices
+
+    def finish(g, pin, prm, x):
+        (placement, program, root), start, items, free = x
+        program = g if program is None else program
+        schedule = dense_multi_schedule(start, items, free, num_items)
+        memory = peak_memory(program, placement, schedule, prm.capacity, num_devices)
+        return evaluation(g, placement, root, schedule, memory)
+
+    return _lift(finish, graph_batched)(graph, pinned, params, (aux, start, items, free))
 
 
 def evaluate(graph: PaddedGraph, keys: jnp.ndarray, params: CostParams = CostParams(),
@@ -310,7 +387,7 @@ def _sharded(graph, keys, params, num_devices, mesh, axis, pinned, chunk, schedu
              decoder) -> Evaluation:
     check_scheduler(scheduler)
     fusion = check_fusion(fusion)
-    _use_dense(graph.bucket.num_ops, num_devices, scheduler, decoder)  # validates
+    _use_dense(graph.bucket, num_devices, scheduler, decoder)  # validates
     axis = axis or mesh.axis_names[0]
     if keys.shape[0] % mesh.shape[axis]:
         raise ValueError(f"population {keys.shape[0]} is not divisible by the {mesh.shape[axis]} "
@@ -320,18 +397,26 @@ def _sharded(graph, keys, params, num_devices, mesh, axis, pinned, chunk, schedu
     return fn(graph, keys, jax.tree.map(jnp.asarray, params), pinned)
 
 
-DECODERS = ("auto", "dense", "loop")
+DECODERS = ("auto", "dense", "loop", "pallas")
 
 
-def _use_dense(num_ops: int, num_devices: int, scheduler: str, decoder: str) -> bool:
-    """Whether to schedule with :mod:`gsched.costmodel.dense` (validates ``decoder``)."""
+def _use_dense(bucket, num_devices: int, scheduler: str, decoder: str) -> bool:
+    """Whether to schedule with :mod:`gsched.costmodel.dense` (``D = 1``) or
+    :mod:`gsched.costmodel.dense_multi` (validates ``decoder``)."""
     if decoder not in DECODERS:
         raise ValueError(f"unknown decoder {decoder!r}; expected one of {DECODERS}")
-    if decoder == "dense" and (num_devices != 1 or scheduler != "list"):
-        raise ValueError(f"the dense decoder needs num_devices=1 and scheduler='list', got "
-                         f"{num_devices} and {scheduler!r}")
-    return decoder == "dense" or (decoder == "auto"
-                                  and dense_applies(num_ops, num_devices, scheduler))
+    if decoder == "dense" and scheduler != "list":
+        raise ValueError(f"the dense decoder needs scheduler='list', got {scheduler!r}")
+    return decoder == "dense" or (decoder == "auto" and dense_applies(
+        bucket.num_ops, num_devices, scheduler, num_tensors=bucket.num_tensors))
+
+
+def _use_pallas(scheduler: str, decoder: str) -> bool:
+    """Whether to schedule with :mod:`gsched.costmodel.pallas_decode` (any ``D``, the list
+    scheduler; "auto" picks it on a GPU, ``pallas_applies``; interpreted on a CPU)."""
+    if decoder == "pallas" and scheduler != "list":
+        raise ValueError(f"the pallas decoder needs scheduler='list', got {scheduler!r}")
+    return decoder == "pallas" or (decoder == "auto" and pallas_applies(scheduler))
 
 
 @functools.partial(jax.jit, static_argnames=_STATIC + ("decoder", "batch"))
@@ -350,9 +435,11 @@ def evaluate_with_decoder(graph: PaddedGraph, keys: jnp.ndarray,
     """:func:`evaluate_population` (or, with ``batch``, :func:`evaluate_batch`; with ``mesh``,
     :func:`evaluate_population_sharded`) with the schedule's decoder chosen explicitly, for
     comparing them (tests, benchmarks): ``"auto"`` (what the entry points do), ``"loop"`` (the
-    ready-tree loop of :mod:`gsched.costmodel.schedule`) or ``"dense"``
-    (:mod:`gsched.costmodel.dense`, for one device and the list scheduler, at any bucket size).
-    Every decoder gives the same results."""
+    ready-tree loop of :mod:`gsched.costmodel.schedule`), ``"dense"``
+    (:mod:`gsched.costmodel.dense` with one device, :mod:`gsched.costmodel.dense_multi` with
+    ``D ≥ 2``; the list scheduler, at any bucket size) or ``"pallas"``
+    (:mod:`gsched.costmodel.pallas_decode`, the list scheduler at any ``D``; in Pallas'
+    interpreter on a CPU, slow there). Every decoder gives the same results."""
     if mesh is not None:
         if batch:
             raise ValueError("a mesh shards one graph's population; batch must be False")

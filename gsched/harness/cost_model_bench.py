@@ -12,13 +12,15 @@ and device counts ``D``, with compile time reported apart from steady-state time
   (500 ops, D = 2 by default);
 * the scaling check: time per evaluation divided by ``N·log₂N``, relative to the reference
   size (≈ 1 or below means growth no worse than ``N log N``);
-* the one-device decoders table: with ``D = 1`` the list schedule is decoded by
-  :mod:`gsched.costmodel.dense` up to ``dense.DENSE_MAX_OPS`` ops (what the main table's
-  ``D = 1`` rows measure there); this table times it next to the ready-tree loop it replaces
+* the decoders table: on a CPU the list schedule is decoded by :mod:`gsched.costmodel.dense`
+  with ``D = 1`` up to ``dense.DENSE_MAX_OPS`` ops and by :mod:`gsched.costmodel.dense_multi`
+  with ``D ≥ 2`` up to ``dense.DENSE_MULTI_MAX_OPS`` (what the main table's rows measure
+  there; on a GPU the fused kernel of :mod:`gsched.costmodel.pallas_decode` takes their
+  place); this table times them next to the ready-tree loop they replace
   (``evaluate_with_decoder``), unsharded and with one shard per device, the calls of each size
-  interleaved so that both see the same machine load (``--decoder-sizes``,
-  ``--decoder-population``; by default at the benchmarked sizes among 500 and 2,000 ops,
-  ``P = 512``);
+  and ``D`` interleaved so that all see the same machine load (``--decoder-sizes``,
+  ``--decoder-devices``, ``--decoder-population``; by default at the benchmarked sizes among
+  500 and 2,000 ops, ``D = 1, 2``, ``P = 512``);
 * the schedulers table: SPEC §8.2's event-driven ``priority`` / ``fifo`` schedulers next to
   the list scheduler, each also with SPEC §8.3 fusion (``--schedulers``, ``--scheduler-sizes``,
   ``--no-fusion``; by default at the benchmarked sizes among 500 and 2,000 ops, every ``D``),
@@ -51,7 +53,7 @@ import numpy as np
 
 from gsched.core.graph import Graph
 from gsched.core.padding import PaddedGraph, batch_graphs, bucket_for, pad_graph
-from gsched.costmodel.dense import DENSE_MAX_OPS
+from gsched.costmodel.dense import DENSE_MAX_OPS, DENSE_MULTI_MAX_OPS
 from gsched.costmodel.evaluate import (
     evaluate_batch,
     evaluate_population,
@@ -76,9 +78,11 @@ DEFAULT_CHUNK = 8  # evaluate_population's default
 REFERENCE_SIZE, REFERENCE_DEVICES = 500, 2
 QUICK = dict(sizes=(20, 50), devices=(1, 2), population=16, repeats=2, chunks=(DEFAULT_CHUNK,),
              sweep_populations=(), batch_graphs=2, scheduler_sizes=(50,),
-             scheduler_population=16, decoder_sizes=(50,), decoder_population=16)
+             scheduler_population=16, decoder_sizes=(50,), decoder_devices=(1, 2),
+             decoder_population=16)
 DEFAULT_SCHEDULER_SIZES = (500, 2000)  # those of them in --sizes
 DEFAULT_DECODER_SIZES = (500, 2000)  # those of them in --sizes
+DEFAULT_DECODER_DEVICES = (1, 2)
 DEFAULT_DECODER_POPULATION = 512
 GRAPH_SEED = 0
 # Transfers cost something, so D > 1 exercises the whole model: ~1.1 time units for a median
@@ -116,7 +120,7 @@ class Config:
     scheduler: str = "list"  # SPEC §2–§4, or §8.2's "priority" / "fifo"
     roofline: bool = False  # SPEC §8.1 kernel times (HBM_BANDWIDTH, LAUNCH_OVERHEAD)
     fusion: bool = False  # SPEC §8.3 (chromosomes N keys longer; uniform fusion keys)
-    decoder: str = "auto"  # "loop" / "dense": forced through evaluate_with_decoder
+    decoder: str = "auto"  # "loop" / "dense" / "pallas": forced through evaluate_with_decoder
 
     @property
     def mode(self) -> str:
@@ -312,8 +316,9 @@ def render(results: dict[Config, Result], main: list[Config], batch: Config | No
                f"*t/(N log₂N)* is µs per evaluation divided by N·log₂N, relative to the "
                f"{reference_size}-op row with the same D (≈ 1 or below: no worse than N log N). "
                f"D = 1 rows up to {DENSE_MAX_OPS:,} ops (bucket) use the dense one-device "
-               "decode (`gsched.costmodel.dense`; the loop it replaces is timed in the decoders "
-               "table).")
+               f"decode (`gsched.costmodel.dense`), D ≥ 2 rows up to {DENSE_MULTI_MAX_OPS:,} "
+               "ops the dense multi-device one (`gsched.costmodel.dense_multi`); the loop they "
+               "replace is timed in the decoders table.")
     out.append("")
     cols = ["N ops", "bucket N/T/E", "D", "P", "compile s", "ms/call", "evals/s", "µs/eval",
             f"t/(N log₂N) vs N={reference_size}", "XLA temp MiB"]
@@ -358,21 +363,24 @@ def render(results: dict[Config, Result], main: list[Config], batch: Config | No
 
     decoder_rows = [c for c in decoder_rows if c in results]
     if decoder_rows:
-        out += ["", ("**One-device decoders** (D = 1, list scheduler): the ready-tree loop "
-                     "(`gsched.costmodel.schedule`, what every D = 1 evaluation ran before) and "
-                     "the "
-                     "dense decode (`gsched.costmodel.dense`), through `evaluate_with_decoder`, "
+        out += ["", ("**Decoders** (list scheduler): the ready-tree loop "
+                     "(`gsched.costmodel.schedule`, what every evaluation ran before) and the "
+                     "dense decodes (D = 1: `gsched.costmodel.dense`; D ≥ 2: "
+                     "`gsched.costmodel.dense_multi`) on a CPU, or the fused kernel "
+                     "(`gsched.costmodel.pallas_decode`) on a GPU, through "
+                     "`evaluate_with_decoder`, "
                      f"unsharded and sharded over the {len(jax.devices())} host device(s); same "
                      "graphs, keys and parameters as the main table, results checked identical. "
-                     "The calls of one size are interleaved (one of each per round), so all see "
-                     "the same load; *vs loop* = median over rounds of the unsharded loop's time "
-                     "/ the row's time."), "",
+                     "The calls of one size and D are interleaved (one of each per round), so "
+                     "all see the same load; *vs loop* = median over rounds of the unsharded "
+                     "loop's time / the row's time."), "",
                 _row(["decoder", "N ops", "bucket N/T/E", "D", "P", "compile s", "ms/call",
                       "evals/s", "µs/eval", "vs loop"]), _row(["---"] * 10)]
         for cfg in decoder_rows:
             r = results[cfg]
             base = next((results[c] for c in decoder_rows if c.decoder == "loop"
-                         and not c.sharded and c.num_ops == cfg.num_ops), None)
+                         and not c.sharded and c.num_ops == cfg.num_ops
+                         and c.num_devices == cfg.num_devices), None)
             ratio = "—" if base is None else statistics.median(
                 b / t for b, t in zip(base.call_times_s, r.call_times_s))
             ratio = ratio if isinstance(ratio, str) else f"{ratio:.2f}×"
@@ -482,8 +490,10 @@ def parse_args(argv: Sequence[str]) -> argparse.Namespace:
                    help="chromosomes per call in the schedulers table (default: by size, "
                         "backend and scheduler)")
     p.add_argument("--decoder-sizes", type=parse_int_list,
-                   help="graph sizes of the one-device decoders table (default: those of "
-                        "--sizes among 500,2000; '' for no table)")
+                   help="graph sizes of the decoders table (default: those of --sizes among "
+                        "500,2000; '' for no table)")
+    p.add_argument("--decoder-devices", type=parse_int_list,
+                   help="numbers of devices D of the decoders table (default 1,2)")
     p.add_argument("--decoder-population", type=int,
                    help="chromosomes per call in the decoders table (default 512)")
     p.add_argument("--quick", action="store_true",
@@ -497,7 +507,7 @@ def parse_args(argv: Sequence[str]) -> argparse.Namespace:
     defaults = QUICK if args.quick else dict(
         sizes=DEFAULT_SIZES, devices=DEFAULT_DEVICES, population=None, repeats=3,
         chunks=DEFAULT_CHUNKS, sweep_populations=None, batch_graphs=8, scheduler_sizes=None,
-        scheduler_population=None, decoder_sizes=None,
+        scheduler_population=None, decoder_sizes=None, decoder_devices=DEFAULT_DECODER_DEVICES,
         decoder_population=DEFAULT_DECODER_POPULATION)
     for name, value in defaults.items():
         if getattr(args, name) is None:
@@ -511,8 +521,9 @@ def parse_args(argv: Sequence[str]) -> argparse.Namespace:
             args.decoder_population < 1:
         p.error("--repeats, --population, --scheduler-population and --decoder-population "
                 "must be >= 1")
-    if not args.sizes or not args.devices or min(args.sizes + args.devices) < 1:
-        p.error("--sizes and --devices need positive values")
+    if not args.sizes or not args.devices or min(args.sizes + args.devices) < 1 or \
+            min(args.decoder_devices, default=1) < 1:
+        p.error("--sizes, --devices and --decoder-devices need positive values")
     return args
 
 
@@ -562,11 +573,14 @@ def main(argv: Sequence[str] | None = None) -> dict[Config, Result]:
         for f in ((False, True) if args.fusion else (False,))]
 
     shardings = (False, True) if len(jax.devices()) > 1 else (False,)
+    # The loop against what replaces it on this backend: the dense decodes on a CPU, the
+    # fused Pallas kernel on a GPU (gsched.costmodel.pallas_decode).
+    fast_decoder = "pallas" if backend == "gpu" else "dense"
     decoder_groups = [
-        [Config(n, 1, args.decoder_population, decoder=d, sharded=sh)
+        [Config(n, d, args.decoder_population, decoder=decoder, sharded=sh)
          for sh in shardings if not sh or args.decoder_population % len(jax.devices()) == 0
-         for d in ("loop", "dense")]
-        for n in args.decoder_sizes]
+         for decoder in ("loop", fast_decoder)]
+        for n in args.decoder_sizes for d in args.decoder_devices]
 
     todo = list(dict.fromkeys(main_cfgs + ([batch_cfg] if batch_cfg else [])
                               + ([sharded_cfg] if sharded_cfg else [])

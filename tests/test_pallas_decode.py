@@ -1,0 +1,199 @@
+"""The fused Pallas decode kernel (gsched.costmodel.pallas_decode), run in Pallas' interpreter
+on the CPU, against the ready-tree loop (gsched.costmodel.schedule): every Evaluation field bit
+for bit for D = 1, 2, 3, with program inputs, exact key ties, pinned ops, fusion, batches of
+graphs and padding; one compile per bucket; SPEC §5's worked example; and the kernel lowered
+for a GPU through Pallas' Triton backend (lowering only: no GPU here).
+
+Interpretation is slow, so graphs stay under 30 ops and populations under 8."""
+
+from __future__ import annotations
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+
+from gsched.core.graph import make_graph
+from gsched.core.padding import Bucket, batch_graphs, pad_graph, pad_keys
+from gsched.costmodel import evaluate as evaluate_module
+from gsched.costmodel.evaluate import evaluate_with_decoder
+from gsched.costmodel.host import item_to_tuple
+from gsched.costmodel.pallas_decode import pallas_applies, pallas_schedule
+from gsched.costmodel.params import CostParams
+from gsched.costmodel.schedule import decode_placement
+from gsched.formats import load_graph
+from gsched.generators import random_computation_graph
+from tests.graphs import SHARED_DIAMOND
+
+BUCKET = Bucket(32, 64, 64)
+# Transfers, roofline, launch overhead, a capacity some chromosomes exceed, a fusion capacity.
+PARAMS = CostParams(latency=0.1, bandwidth=1e3, capacity=2e5, hbm_bandwidth=3e4,
+                    launch_overhead=0.01, fusion_capacity=5e4)
+
+
+def assert_identical(a, b):
+    """Every field of two Evaluations equal, floats bit for bit (None where None)."""
+    for field in a._fields:
+        x, y = getattr(a, field), getattr(b, field)
+        assert (x is None) == (y is None), field
+        if x is None:
+            continue
+        x, y = np.asarray(x), np.asarray(y)
+        assert x.shape == y.shape and x.dtype == y.dtype, (field, x.shape, y.shape)
+        if x.dtype.kind == "f":
+            x, y = x.view(np.int32), y.view(np.int32)
+        np.testing.assert_array_equal(x, y, err_msg=field)
+
+
+def with_inputs(graph, rng, fraction=0.5):
+    """``graph`` with some of its source ops marked as program inputs (SPEC §1)."""
+    source = np.ones(graph.num_ops, bool)
+    source[graph.edge_consumer] = False
+    return graph.replace(is_input=source & (rng.random(graph.num_ops) < fraction))
+
+
+def tie_keys(rng, graph, population, d, fusion=False, bucket=BUCKET):
+    """Padded chromosomes whose keys are quantized to quarters (exact ties in affinities, op
+    and transfer priorities), with some −0.0; fusion keys uniform."""
+    length = graph.chromosome_length(d) + (graph.num_ops if fusion else 0)
+    keys = rng.random((population, length))
+    base = graph.chromosome_length(d)
+    keys[:, :base] = np.round(keys[:, :base] * 4) / 4
+    keys[:, :base][rng.random((population, base)) < 0.05] = -0.0
+    return pad_keys(keys.astype(np.float32), graph, bucket, d)
+
+
+def small_graphs(rng):
+    """Two random graphs with program inputs, and a hand-made one: a multi-output op, a tensor
+    read twice by one op, a control edge, an input."""
+    return [with_inputs(random_computation_graph(n, rng), rng) for n in (12, 27)] + [
+        make_graph(compute_cost=[1, 2, 3, 1], temporary_memory=[0, 5, 0, 2],
+                   tensor_producer=[0, 0, 1, 2, 0], tensor_size=[8, 2, 4, 1, 0],
+                   tensor_is_control=[False, False, False, False, True],
+                   edge_tensor=[0, 1, 2, 3, 4], edge_consumer=[1, 1, 2, 3, 3],
+                   is_input=[True, False, False, False])]
+
+
+def compare(padded, keys, d, params=PARAMS, **kwargs):
+    want = evaluate_with_decoder(padded, keys, params, num_devices=d, decoder="loop", **kwargs)
+    got = evaluate_with_decoder(padded, keys, params, num_devices=d, decoder="pallas", **kwargs)
+    assert_identical(want, got)
+    return got
+
+
+@pytest.mark.parametrize("d", [1, 2, 3])
+def test_matches_the_loop_bit_for_bit(d):
+    rng = np.random.default_rng(d)
+    transfers, feasible = 0, []
+    for graph in small_graphs(rng):
+        got = compare(pad_graph(graph, BUCKET), tie_keys(rng, graph, 6, d), d)
+        transfers += int(np.sum(np.asarray(got.num_steps) - graph.num_ops))
+        feasible.append(np.asarray(got.feasible))
+    assert (transfers > 0) == (d > 1)
+    if d == 1:
+        feasible = np.concatenate(feasible)
+        assert feasible.any() and not feasible.all()  # the capacity bites for some
+
+
+def test_pinned_ops_and_fusion():
+    rng = np.random.default_rng(4)
+    graph = with_inputs(random_computation_graph(20, rng), rng)
+    padded = pad_graph(graph, BUCKET)
+    pinned = np.full(BUCKET.num_ops, -1, np.int32)
+    pinned[[0, 3, 7]] = [1, 0, 1]
+    got = compare(padded, tie_keys(rng, graph, 5, 2), 2, pinned=pinned)
+    assert (np.asarray(got.placement)[:, [0, 3, 7]] == [1, 0, 1]).all()
+    for d in (1, 2):  # a contracted graph per chromosome
+        got = compare(padded, tie_keys(rng, graph, 5, d, fusion=True), d, fusion=True)
+        roots = np.asarray(got.fusion)[:, :graph.num_ops]
+        assert (roots != np.arange(graph.num_ops)).any()  # some ops fused
+
+
+def test_batch_of_graphs():
+    # Nested vmaps: a two-dimensional grid (graphs × chromosomes).
+    rng = np.random.default_rng(5)
+    gs = [with_inputs(random_computation_graph(n, rng), rng) for n in (6, 17, 29)]
+    keys = np.stack([tie_keys(rng, g, 3, 2) for g in gs])
+    compare(batch_graphs(gs, BUCKET), keys, 2, batch=True)
+
+
+def test_padding_into_a_larger_bucket_changes_nothing():
+    rng = np.random.default_rng(6)
+    graph = with_inputs(random_computation_graph(24, rng), rng)
+    keys = rng.random((4, graph.chromosome_length(2))).astype(np.float32)
+    small, large = Bucket(24, 48, 48), Bucket(64, 128, 128)  # full; padded (V_p 128 → 256)
+    a = compare(pad_graph(graph, small), pad_keys(keys, graph, small, 2), 2)
+    b = compare(pad_graph(graph, large), pad_keys(keys, graph, large, 2), 2)
+    as_tuples = [[[item_to_tuple(int(i), bucket.num_ops, 2) for i in row if i >= 0]
+                  for row in np.asarray(r.order)] for r, bucket in ((a, small), (b, large))]
+    assert as_tuples[0] == as_tuples[1]
+    for field in ("device_peaks", "peak_memory", "runtime", "num_steps", "feasible", "excess"):
+        np.testing.assert_array_equal(getattr(a, field), getattr(b, field), err_msg=field)
+    np.testing.assert_array_equal(np.asarray(a.placement), np.asarray(b.placement)[:, :24])
+
+
+def test_compiles_once_per_bucket():
+    rng = np.random.default_rng(7)
+    fn = evaluate_module._evaluate_decoder
+    before = fn._cache_size()
+    for n in (9, 15, 22):
+        g = random_computation_graph(n, rng)
+        keys = pad_keys(rng.random((3, g.chromosome_length(2))), g, BUCKET, 2)
+        evaluate_with_decoder(pad_graph(g, BUCKET), keys, PARAMS, num_devices=2,
+                              decoder="pallas")
+    assert fn._cache_size() - before == 1
+
+
+WORKED_EXAMPLE = [  # SPEC §5: (D, keys, order, device peaks, runtime)
+    (1, [.5] * 4 + [.9, .8, .7, .1] + [.5] * 4,
+     [("op", 0), ("op", 1), ("op", 2), ("op", 3)], [14], 10),
+    (1, [.5] * 4 + [.9, .7, .8, .1] + [.5] * 4,
+     [("op", 0), ("op", 2), ("op", 1), ("op", 3)], [12], 10),
+    (2, [.9, .1, .9, .1, .1, .9, .9, .1] + [.9, .8, .7, .1] + [.5, .6, .5, .5, .2, .3, .5, .5],
+     [("op", 0), ("op", 1), ("xfer", 0, 1), ("op", 2), ("xfer", 2, 0), ("op", 3)], [6, 12], 10),
+]
+
+
+@pytest.mark.skipif(not SHARED_DIAMOND.is_file(), reason="shared examples/diamond.pbtxt absent")
+@pytest.mark.parametrize("d, keys, order, peaks, runtime", WORKED_EXAMPLE)
+def test_worked_example(d, keys, order, peaks, runtime):
+    graph = load_graph(SHARED_DIAMOND)
+    bucket = Bucket(4, 4, 4)
+    padded_keys = pad_keys(np.asarray([keys], np.float32), graph, bucket, d)
+    got = compare(pad_graph(graph, bucket), padded_keys, d, CostParams())
+    steps = int(got.num_steps[0])
+    assert [item_to_tuple(int(i), 4, d) for i in np.asarray(got.order[0])[:steps]] == order
+    np.testing.assert_array_equal(np.asarray(got.device_peaks[0]), peaks)
+    assert float(got.runtime[0]) == runtime
+
+
+def test_the_switch_and_its_checks():
+    assert pallas_applies("list", "gpu")
+    assert not pallas_applies("list", "cpu") and not pallas_applies("list", "tpu")
+    assert not pallas_applies("priority", "gpu") and not pallas_applies("fifo", "gpu")
+    graph = pad_graph(random_computation_graph(10, 0), BUCKET)
+    keys = np.zeros((2, BUCKET.chromosome_length(2)), np.float32)
+    with pytest.raises(ValueError, match="pallas decoder needs scheduler='list'"):
+        evaluate_with_decoder(graph, keys, num_devices=2, decoder="pallas", scheduler="fifo")
+
+
+@pytest.mark.parametrize("d", [1, 3])
+def test_lowers_for_a_gpu_through_triton(d):
+    # Cross-platform lowering on the CPU: Pallas' Triton backend accepts every op of the kernel
+    # (power-of-two tensors, supported primitives) and emits one Triton call whose grid is the
+    # batch (here 2 graphs' worth × 5 chromosomes). Triton's own compilation to PTX needs a GPU
+    # and is not checked here.
+    rng = np.random.default_rng(8)
+    graph = random_computation_graph(20, rng)
+    padded = jax.tree.map(jnp.asarray, pad_graph(graph, BUCKET))
+    keys = tie_keys(rng, graph, 10, d).reshape(2, 5, -1)
+    params = jax.tree.map(jnp.asarray, PARAMS)
+
+    def one(k):
+        placement = decode_placement(padded, k, d)
+        return pallas_schedule(padded, k, placement, params, d, interpret=False)
+
+    lowered = jax.jit(jax.vmap(jax.vmap(one))).trace(keys).lower(lowering_platforms=("cuda",))
+    text = lowered.as_text()
+    assert text.count("xla.gpu.triton") == 1
+    assert "grid_x = 5 : i32, grid_y = 2 : i32" in text and "num_warps = 4" in text
