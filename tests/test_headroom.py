@@ -7,6 +7,7 @@ import pytest
 from gsched import evaluate_population, pad_graph, pad_keys, random_computation_graph
 from gsched.baselines.dp import exact_order
 from gsched.harness.headroom import (
+    compare_policies,
     markdown,
     op_memory_need,
     peak_memory_lower_bound,
@@ -65,3 +66,23 @@ def test_summary_by_hand():
     text = markdown(rows, "cmd")
     assert "| d | 2 | 50.0 | 10.0 | 50.0 | 2.5 | 50.0 | 25.0 |" in text
     assert "| g2 | 5 | 80 | 130 | 110 | 100 | 95 | 1.2500 |" in text
+
+
+def test_compare_policies_by_hand():
+    rows = []
+    values = {("g1", 0): (100, 90, 95), ("g1", 1): (100, 100, 95), ("g2", 0): (200, 190, 210),
+              ("g2", 1): (200, 180, 200)}  # brkga, new, regal (the shipped baseline)
+    for (graph, seed), triple in values.items():
+        for method, value in zip(("brkga", "new", "regal"), triple):
+            rows.append({"dataset": "d", "graph": graph, "seed": seed, "method": method,
+                         "value": value})
+    regal, new = compare_policies(rows, ["regal", "new"])
+    assert "vs_baseline" not in regal
+    # new: gains 10, 0 (g1) and 5, 10 (g2) → per seed 7.5 and 5.
+    assert new["gain"] == pytest.approx(6.25)
+    assert new["gain_std"] == pytest.approx(np.std([7.5, 5], ddof=1))
+    assert new["at_least"] == 100 and new["over_2pct"] == 75
+    # regal: gains 5, 5 (g1), −5, 0 (g2); paired: g1 mean(5, −5) = 0, g2 mean(10, 10) = 10.
+    assert new["vs_baseline"] == pytest.approx(5.0)
+    assert new["vs_graphs_better"] == 1
+    assert new["vs_low"] <= 5.0 <= new["vs_high"]

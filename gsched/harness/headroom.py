@@ -170,12 +170,39 @@ def markdown(rows: Sequence[dict], command: str) -> str:
     return "\n".join(lines)
 
 
+POLICIES = ("regal", "regal_headroom_group", "regal_headroom_baseline")  # the sweep's labels
+
+
+def policies_markdown(rows: Sequence[dict]) -> str:
+    """``policies.md``: :func:`compare_policies` of the REGAL policies as a table."""
+    lines = ["# REGAL peak-memory policies against BRKGA 5K and the shipped policy "
+             "(written by eval.headroom --policies)", "",
+             "| dataset | policy | seeds × graphs | gain over BRKGA 5K (%), mean ± std over "
+             "seeds | ≥ BRKGA 5K (%) | ≥ +2 % (%) | vs shipped (points, 95 % bootstrap) "
+             "| graphs better than shipped |", "| --- | --- | --- | ---: | ---: | ---: | --- "
+             "| ---: |"]
+    for c in compare_policies(rows, POLICIES):
+        versus = (f"{c['vs_baseline']:+.2f} [{c['vs_low']:+.2f}, {c['vs_high']:+.2f}]"
+                  if "vs_baseline" in c else "—")
+        better = f"{c['vs_graphs_better']} / {c['graphs']}" if "vs_baseline" in c else "—"
+        lines.append(f"| {c['dataset']} | {c['method']} | {c['seeds']} × {c['graphs']} | "
+                     f"{c['gain']:+.2f} ± {c['gain_std']:.2f} | {c['at_least']:.0f} | "
+                     f"{c['over_2pct']:.0f} | {versus} | {better} |")
+    return "\n".join(lines) + "\n"
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m eval.headroom", description=__doc__)
     parser.add_argument("--runs", type=Path, default=Path("runs/headroom/results.jsonl"))
     parser.add_argument("--out", type=Path, default=Path("docs/results/regal_headroom"))
     parser.add_argument("--max-graphs", type=int, default=16)
+    parser.add_argument("--policies", type=Path, default=None,
+                        help="also write policies.md: compare_policies of this sweep's rows "
+                             "(results.jsonl of eval/configs/regal_headroom.toml)")
     args = parser.parse_args(argv)
+    if args.policies is not None:
+        args.out.mkdir(parents=True, exist_ok=True)
+        (args.out / "policies.md").write_text(policies_markdown(read_jsonl(args.policies)))
     args.runs.parent.mkdir(parents=True, exist_ok=True)
     rows = run(args.runs, max_graphs=args.max_graphs)
     args.out.mkdir(parents=True, exist_ok=True)
@@ -186,3 +213,51 @@ def main(argv: Sequence[str] | None = None) -> int:
         + markdown(rows, command))
     (args.out / "results.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
     return 0
+
+
+def compare_policies(rows: Sequence[dict], methods: Sequence[str], *, reference: str = "brkga",
+                     baseline: str = "regal", bootstrap: int = 10_000) -> list[dict]:
+    """Sweep rows (``eval.sweep``, several seeds) → per dataset and method: the mean % gain
+    over ``reference`` (per seed, mean over graphs; then mean and sample std over seeds), the
+    % of (graph, seed) pairs at least as good as it and ≥ 2 % better; and against
+    ``baseline`` the paired difference in points (seeds averaged within a graph) with a 95 %
+    bootstrap interval over graphs."""
+    value: dict = {}
+    for r in rows:
+        value[(r["dataset"], r["graph"], r["seed"], r["method"])] = r["value"]
+    rng = np.random.default_rng(0)
+    out = []
+    for dataset in dict.fromkeys(r["dataset"] for r in rows):
+        cells = sorted({(g, s) for d, g, s, m in value if d == dataset})
+
+        def gains(method):  # {(graph, seed): % over the reference}
+            return {(g, s): 100 * (value[(dataset, g, s, reference)]
+                                   - value[(dataset, g, s, method)])
+                    / value[(dataset, g, s, reference)]
+                    for g, s in cells if (dataset, g, s, method) in value
+                    and (dataset, g, s, reference) in value}
+
+        base = gains(baseline)
+        for method in methods:
+            own = gains(method)
+            if not own:
+                continue
+            seeds = sorted({s for _, s in own})
+            per_seed = [np.mean([x for (_, s), x in own.items() if s == seed]) for seed in seeds]
+            line = {"dataset": dataset, "method": method, "seeds": len(seeds),
+                    "graphs": len({g for g, _ in own}), "gain": float(np.mean(per_seed)),
+                    "gain_std": float(np.std(per_seed, ddof=1)) if len(seeds) > 1 else 0.0,
+                    "at_least": float(100 * np.mean([x >= 0 for x in own.values()])),
+                    "over_2pct": float(100 * np.mean([x >= 2 for x in own.values()]))}
+            shared = sorted(set(own) & set(base))
+            if method != baseline and shared:
+                graphs = sorted({g for g, _ in shared})
+                diff = np.array([np.mean([own[k] - base[k] for k in shared if k[0] == g])
+                                 for g in graphs])
+                boot = rng.choice(diff, (bootstrap, diff.size)).mean(axis=1)
+                line.update(vs_baseline=float(diff.mean()),
+                            vs_low=float(np.percentile(boot, 2.5)),
+                            vs_high=float(np.percentile(boot, 97.5)),
+                            vs_graphs_better=int(np.sum(diff > 0)))
+            out.append(line)
+    return out
