@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import numpy as np
+
 from gsched import Graph, make_graph
 
 SHARED = Path(__file__).resolve().parents[2] / "shared"  # ../shared beside the checkout
@@ -17,3 +19,24 @@ def diamond() -> Graph:
     return make_graph(compute_cost=[2, 3, 4, 1], temporary_memory=[0, 0, 5, 0],
                       tensor_producer=[0, 1, 2, 3], tensor_size=[4, 2, 3, 1],
                       edge_tensor=[0, 0, 1, 2], edge_consumer=[1, 2, 3, 3], op_names="abcd")
+
+
+def assert_identical(a, b):
+    """Every field of two Evaluations equal, floats bit for bit (None where None)."""
+    for field in a._fields:
+        x, y = getattr(a, field), getattr(b, field)
+        assert (x is None) == (y is None), field
+        if x is None:
+            continue
+        x, y = np.asarray(x), np.asarray(y)
+        assert x.shape == y.shape and x.dtype == y.dtype, (field, x.shape, y.shape)
+        if x.dtype.kind == "f":
+            x, y = x.view(np.int32), y.view(np.int32)
+        np.testing.assert_array_equal(x, y, err_msg=field)
+
+
+def with_inputs(graph, rng, fraction=0.5):
+    """``graph`` with some of its source ops marked as program inputs (SPEC §1)."""
+    source = np.ones(graph.num_ops, bool)
+    source[graph.edge_consumer] = False
+    return graph.replace(is_input=source & (rng.random(graph.num_ops) < fraction))

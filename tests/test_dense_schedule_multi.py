@@ -21,13 +21,8 @@ from gsched.costmodel.evaluate import (
 )
 from gsched.costmodel.host import item_to_tuple
 from gsched.generators import random_computation_graph
-from tests.test_dense_schedule import (
-    BUCKET,
-    PARAMS,
-    assert_identical,
-    graphs,
-    with_inputs,
-)
+from tests.graphs import assert_identical, with_inputs
+from tests.test_dense_schedule import BUCKET, PARAMS, graphs
 
 
 def tie_keys(rng, graph, population, num_devices, fusion, bucket=BUCKET):

@@ -23,7 +23,7 @@ from gsched.costmodel.params import CostParams
 from gsched.costmodel.schedule import decode_placement
 from gsched.formats import load_graph
 from gsched.generators import random_computation_graph
-from tests.graphs import SHARED_DIAMOND
+from tests.graphs import SHARED_DIAMOND, assert_identical, with_inputs
 
 BUCKET = Bucket(32, 64, 64)
 # Transfers, roofline, launch overhead, a capacity some chromosomes exceed, a fusion capacity.
@@ -31,25 +31,6 @@ PARAMS = CostParams(latency=0.1, bandwidth=1e3, capacity=2e5, hbm_bandwidth=3e4,
                     launch_overhead=0.01, fusion_capacity=5e4)
 
 
-def assert_identical(a, b):
-    """Every field of two Evaluations equal, floats bit for bit (None where None)."""
-    for field in a._fields:
-        x, y = getattr(a, field), getattr(b, field)
-        assert (x is None) == (y is None), field
-        if x is None:
-            continue
-        x, y = np.asarray(x), np.asarray(y)
-        assert x.shape == y.shape and x.dtype == y.dtype, (field, x.shape, y.shape)
-        if x.dtype.kind == "f":
-            x, y = x.view(np.int32), y.view(np.int32)
-        np.testing.assert_array_equal(x, y, err_msg=field)
-
-
-def with_inputs(graph, rng, fraction=0.5):
-    """``graph`` with some of its source ops marked as program inputs (SPEC §1)."""
-    source = np.ones(graph.num_ops, bool)
-    source[graph.edge_consumer] = False
-    return graph.replace(is_input=source & (rng.random(graph.num_ops) < fraction))
 
 
 def tie_keys(rng, graph, population, d, fusion=False, bucket=BUCKET):
