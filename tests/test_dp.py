@@ -182,3 +182,69 @@ def test_registered_methods(brute_force):
     for name in ("approx_dp", "exact_dp", "dfs_dp"):  # they minimize peak memory only
         with pytest.raises(ValueError, match=f"{name} optimizes only peak_memory, not runtime"):
             optimize(name, graphs, num_devices=1, budget=1, objective="runtime")
+
+
+# --- The beam DP's fast paths against plain references ---------------------------------------
+
+
+def _host_beam(graph, k):
+    """The beam DP's specification on the host, in float64 with exact sets (no hashes): each
+    step expands every beam entry by every ready op in (entry, op) order, keeps per set the
+    cheapest candidate (ties: the first), and the ``k`` cheapest sets (ties: the first)."""
+    from gsched.baselines.dp import _live_after, _problem
+
+    p = _problem(graph)
+    beam = [(0.0, 0.0, 0, [])]  # (running peak, live bytes, set, order)
+    for _ in range(p.num_ops):
+        best = {}
+        for parent, (peak, live, mask, _) in enumerate(beam):
+            for j in range(p.num_ops):
+                if mask >> j & 1 or p.preds[j] & ~mask:
+                    continue
+                cand = (max(peak, live + p.inc[j]), 0, parent, j)
+                new = mask | 1 << j
+                if new not in best or cand[0] < best[new][0]:
+                    best[new] = cand
+        ranked = sorted(best.items(), key=lambda kv: (kv[1][0], kv[1][2], kv[1][3]))[:k]
+        beam = [(cost, _live_after(p, new, beam[parent][1], j), new, beam[parent][3] + [j])
+                for new, (cost, _, parent, j) in ranked]
+    return beam[0][3], beam[0][0]
+
+
+@pytest.mark.parametrize("k", [1, 3, 16])
+def test_beam_dp_matches_host_reference_when_truncating(k):
+    """Orders and peaks equal a plain host implementation of the same beam (so the device
+    path's candidate compaction, collapsing and selection change nothing) on graphs large
+    enough that the beam truncates at every width tried."""
+    graphs = TINY + [DIAMOND, layered_graph(40, 5), layered_graph(60, 2),
+                     random_computation_graph(50, 4)]
+    got = _beam(graphs, k)
+    for graph, (order, peak) in zip(graphs, got):
+        want_order, want_peak = _host_beam(graph, k)
+        assert order.tolist() == want_order and peak == want_peak, (graph.name, k)
+
+
+def test_compaction_and_selection_match_nonzero_and_top_k():
+    from gsched.baselines.dp import _NONE, _compact, _smallest
+
+    rng = np.random.default_rng(0)
+    compact = jax.jit(_compact, static_argnums=1)
+    for beams, n, p in [(7, 40, 0.3), (5, 64, 0.9), (10, 33, 0.02), (3, 5, 0.0), (4, 32, 1.0),
+                        (100, 200, 0.05), (6, 70, 0.5)]:
+        ready = rng.random((beams, n)) < p
+        size = max(int(ready.sum()), 1) + int(rng.integers(0, 9))
+        (want,) = np.nonzero(ready.reshape(-1))
+        want = np.concatenate([want, np.full(size - len(want), beams * n)])
+        assert np.asarray(compact(ready, size)).tolist() == want.tolist()
+    smallest = jax.jit(_smallest, static_argnums=1)
+    for m, k, high in [(10, 3, 5), (100, 100, 3), (1000, 10, 2), (4000, 1000, 50), (33, 7, 1000),
+                       (5000, 300, 2**30)]:
+        for trial in range(3):
+            values = rng.integers(0, high, m).astype(np.int32)
+            values[rng.random(m) < 0.3] = _NONE
+            if trial == 2:
+                values[:] = _NONE
+            index, value = smallest(values, k)
+            neg, want = jax.lax.top_k(-values, k)
+            assert np.asarray(index).tolist() == np.asarray(want).tolist()
+            assert np.asarray(value).tolist() == (-np.asarray(neg)).tolist()

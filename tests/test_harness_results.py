@@ -30,6 +30,7 @@ REPORTS = {  # folder: reference entry of its report.md
 SWEEPS = {  # config: the folders holding its rows (a folder may hold several configs' rows)
     "synthetic": ["synthetic"], "moccasin": ["moccasin"], "nto_small": ["nto_small"],
     "nto_large": ["nto_large"], "nto_large_dp1k": ["nto_large"],
+    "nto_large_dp100k": ["nto_large"], "nto_large_dfs_dp": ["nto_large"],
     "regal_ablation": ["regal_ablation"], "synthetic_large": ["synthetic_large"],
     "nto_ablation": ["topoformer_ablation"], "hybrid": ["hybrid/nto_small", "hybrid/moccasin"],
 }
@@ -65,5 +66,6 @@ def test_committed_rows_carry_the_current_cell_hash(name):
             for line in (RESULTS / folder / "results.jsonl").read_text().splitlines()]
     mine = [r for r in rows if identity(r) in expected]
     assert mine and all(r["cell_hash"] == expected[identity(r)] for r in mine)
-    if name not in ("nto_large", "nto_large_dp1k"):  # those two share one folder
+    if name not in ("nto_large", "nto_large_dp1k", "nto_large_dp100k",
+                    "nto_large_dfs_dp"):  # those share one folder
         assert len(mine) == len(rows) == len(expected)

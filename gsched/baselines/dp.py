@@ -24,9 +24,16 @@ optimal peak is ``best(S ∪ {j}) = min max(best(S), usage(S, j))`` over sets an
   grows by one op per step; every beam entry is expanded by every ready op, candidates reaching
   the same set are collapsed (the smallest running peak is kept) and the ``K`` lowest peaks
   survive. One ``lax.scan`` over the ``N`` steps, one compilation per (bucket, ``K``, batch).
-  A step costs ``O(K·(N + T))`` elementwise work plus a sort of the ready pairs (compacted
-  into a buffer at most 4× their number); memory is ``K·(N + T + N/32)`` int32 of state,
-  ``2·N·K`` int32 of back-pointers and dense ``[N, N]`` / ``[N, T]`` graph tables.
+  A step costs ``O(K·(N + T))`` elementwise work (building the ready mask, gathering the
+  survivors' counters), the compaction of the ready (entry, op) pairs into a buffer at most
+  2× their number (bit-packed rows and popcounts, :func:`_compact`), one sort of that buffer
+  by (set hash, running peak) and a selection of the ``K`` lowest peaks by bisection
+  (:func:`_smallest`); with a full beam the sort and the counter gathers take most of a
+  step. Memory is ``K·(N + T)`` int16 counters (int32 from ``N`` = 2¹⁵) and
+  ``K·(2 + N/32)`` int32 of state, ``2·N·K`` int32 of back-pointers, the candidate buffer's
+  few ``[M]`` and ``[M, N/32]`` arrays and dense ``[N, N]`` / ``[N, T]`` int8 graph tables:
+  about 2.1 GiB peak RSS for ``K`` = 100,000 on a 500-node graph (bucket 512), CPU, JAX
+  included.
 
 Host DPs compute in float64 (exact for integer byte sizes below 2⁵³). The JAX DP ranks in
 int32 fixed point: sizes are multiples of a power-of-two unit with Σ sizes + max temporary
@@ -255,8 +262,8 @@ class _Tables(NamedTuple):
 
     op_mask: jnp.ndarray  # [N] bool
     num_ops: jnp.ndarray  # [] int32
-    successors: jnp.ndarray  # [N, N] int32: 1 per distinct (producer, consumer) op pair
-    reads: jnp.ndarray  # [N, T] int32: 1 where op reads tensor
+    successors: jnp.ndarray  # [N, N] int8: 1 per distinct (producer, consumer) op pair
+    reads: jnp.ndarray  # [N, T] int8: 1 where op reads tensor
     size: jnp.ndarray  # [T] int32
     inc: jnp.ndarray  # [N] int32: out(j) + temp(j)
     outlive: jnp.ndarray  # [N] int32: j's outputs that have a consumer
@@ -269,8 +276,9 @@ class _Beam(NamedTuple):
 
     peak: jnp.ndarray  # [K] int32 running peak (``_NONE``: empty slot)
     live: jnp.ndarray  # [K] int32 live bytes after the set
-    pending: jnp.ndarray  # [K, N] int32 unscheduled predecessors; −1 once scheduled
-    remaining: jnp.ndarray  # [K, T] int32 unscheduled consumers per tensor
+    pending: jnp.ndarray  # [K, N] int16 (int32 for N ≥ 2¹⁵) unscheduled predecessors; −1
+    #                       once scheduled
+    remaining: jnp.ndarray  # [K, T] int16 (int32 for N ≥ 2¹⁵) unscheduled consumers per tensor
     bits: jnp.ndarray  # [K, W] uint32 the set as a bitset (W = ⌈N / 32⌉)
     hash: jnp.ndarray  # [K] uint32
 
@@ -291,14 +299,53 @@ def _tables(key: jax.Array, graph: PaddedGraph) -> _Tables:
     outlive = jnp.zeros(n, jnp.int32).at[graph.tensor_producer].add(jnp.where(read, size, 0))
     zobrist = jax.vmap(lambda j: jax.random.bits(jax.random.fold_in(key, j), (), jnp.uint32))(
         jnp.arange(n))
-    return _Tables(graph.op_mask, jnp.sum(graph.op_mask, dtype=jnp.int32), successors, reads,
-                   size, out + temp, outlive, zobrist, unit)
+    return _Tables(graph.op_mask, jnp.sum(graph.op_mask, dtype=jnp.int32),
+                   successors.astype(jnp.int8), reads.astype(jnp.int8), size, out + temp, outlive,
+                   zobrist, unit)
+
+
+def _count_dtype(n: int):
+    """The dtype of the beam's per-op / per-tensor counters (at most ``N − 1`` each)."""
+    return jnp.int16 if n < 2**15 else jnp.int32
 
 
 def _one_hot_bits(ops: jnp.ndarray, words: int) -> jnp.ndarray:
     """``[..., W]`` uint32 bitsets holding the single op of each entry of ``ops``."""
     bit = jnp.left_shift(jnp.uint32(1), (ops % 32).astype(jnp.uint32))
     return jnp.where(jnp.arange(words) == (ops // 32)[..., None], bit[..., None], jnp.uint32(0))
+
+
+def _compact(ready: jnp.ndarray, size: int) -> jnp.ndarray:
+    """``jnp.nonzero(ready.reshape(-1), size=size, fill_value=ready.size)[0]`` (int32) for a
+    ``[K, N]`` mask with at most ``size`` entries set, in ``O(K·N + size·N/32)`` rather than
+    ``nonzero``'s ``K·N``-element cumulative sum and scatter: rows are packed into uint32 words,
+    each output slot finds its row from the rows' start offsets (a scatter of ``K`` marks and
+    a cumulative sum over ``size``), then its word from the row's per-word popcounts and its
+    bit by a 5-step popcount bisection."""
+    beams, n = ready.shape
+    words = -(-n // 32)
+    lanes = jnp.left_shift(jnp.uint32(1), jnp.arange(32, dtype=jnp.uint32))
+    packed = jnp.pad(ready, ((0, 0), (0, 32 * words - n))).reshape(beams, words, 32)
+    bits = jnp.sum(jnp.where(packed, lanes, jnp.uint32(0)), axis=2, dtype=jnp.uint32)
+    within = jnp.cumsum(jax.lax.population_count(bits).astype(jnp.int32), axis=1)  # [K, W]
+    per_row = within[:, -1]
+    start = jnp.cumsum(per_row) - per_row  # first output slot of each row
+    total = start[-1] + per_row[-1]
+    row = jnp.cumsum(jnp.zeros(size, jnp.int32).at[start].add(1, mode="drop")) - 1
+    slot = jnp.arange(size, dtype=jnp.int32)
+    row = jnp.clip(row, 0, beams - 1)
+    rank = slot - start[row]  # the slot's rank among its row's set entries
+    prefix = within[row]  # [size, W]
+    word = jnp.minimum(jnp.sum(prefix <= rank[:, None], axis=1, dtype=jnp.int32), words - 1)
+    before = jnp.take_along_axis(prefix, jnp.maximum(word - 1, 0)[:, None], axis=1)[:, 0]
+    rank = rank - jnp.where(word > 0, before, 0)  # rank among the word's set bits
+    x, bit = bits[row, word], jnp.zeros(size, jnp.int32)
+    for width in (16, 8, 4, 2, 1):
+        low = jax.lax.population_count(x & jnp.uint32((1 << width) - 1)).astype(jnp.int32)
+        up = rank >= low
+        rank, x, bit = jnp.where(up, rank - low, rank), jnp.where(up, x >> width, x), \
+            jnp.where(up, bit + width, bit)
+    return jnp.where(slot < total, row * n + word * 32 + bit, beams * n)
 
 
 def _select(tab: _Tables, beam: _Beam, ready: jnp.ndarray, num_candidates: int):
@@ -313,7 +360,7 @@ def _select(tab: _Tables, beam: _Beam, ready: jnp.ndarray, num_candidates: int):
     """
     beams, n = ready.shape
     words = beam.bits.shape[1]
-    (flat,) = jnp.nonzero(ready.reshape(-1), size=num_candidates, fill_value=beams * n)
+    flat = _compact(ready, num_candidates)
     real = flat < beams * n
     parent, op = jnp.where(real, flat // n, 0), jnp.where(real, flat % n, 0)
     peak = jnp.where(real, jnp.maximum(beam.peak[parent], beam.live[parent] + tab.inc[op]), _NONE)
@@ -324,8 +371,31 @@ def _select(tab: _Tables, beam: _Beam, ready: jnp.ndarray, num_candidates: int):
     twin = (hashed[1:] == hashed[:-1]) & jnp.all(bits[1:] == bits[:-1], axis=1)
     sorted_peak = jnp.where(jnp.concatenate([jnp.zeros(1, bool), twin]), _NONE, sorted_peak)
     peak = jnp.zeros_like(peak).at[slot].set(sorted_peak)  # back to (parent, op) order
-    neg_peak, chosen = jax.lax.top_k(-peak, beams)  # ties: lower index, i.e. (parent, op)
-    return parent[chosen], op[chosen], -neg_peak
+    chosen, peak = _smallest(peak, beams)  # ties: lower index, i.e. (parent, op)
+    return parent[chosen], op[chosen], peak
+
+
+def _smallest(values: jnp.ndarray, k: int) -> tuple[jnp.ndarray, jnp.ndarray]:
+    """``(indices, values)`` of the ``k`` smallest of the non-negative int32 ``values [M]``
+    (``M ≥ k``) in increasing value, ties by lower index: what ``lax.top_k(-values, k)``
+    gives, without its ``O(M log M)``-like multi-operand sort. The ``k``-th smallest value
+    is found by bisection (31 counting passes over ``M``), the ``k`` entries are compacted in
+    index order (ties at that value: the lowest indices) and only they are sorted."""
+    def bisect(_, bounds):
+        lo, hi = bounds
+        mid = lo + (hi - lo) // 2
+        enough = jnp.sum(values <= mid, dtype=jnp.int32) >= k
+        return jnp.where(enough, lo, mid + 1), jnp.where(enough, mid, hi)
+
+    kth, _ = jax.lax.fori_loop(0, 31, bisect, (jnp.int32(0), jnp.int32(_NONE)))
+    tie = values == kth
+    take = (values < kth) | (tie & (jnp.cumsum(tie, dtype=jnp.int32)
+                                    <= k - jnp.sum(values < kth, dtype=jnp.int32)))
+    m = values.shape[0]
+    mask = jnp.pad(take, (0, -m % 32)).reshape(-1, 32)
+    index = _compact(mask, k)
+    value, index = jax.lax.sort((values[index], index), num_keys=2, is_stable=False)
+    return index, value
 
 
 def _advance(tab: _Tables, beam: _Beam, parent, op, peak) -> _Beam:
@@ -353,18 +423,20 @@ def _beam_dp(key: jax.Array, graph: PaddedGraph, beam_size: int):
                          "indices; use a smaller beam")
     words = -(-n // 32)
     first = jnp.arange(k) == 0
+    count = _count_dtype(n)
     beam = _Beam(peak=jnp.where(first, 0, _NONE).astype(jnp.int32),
                  live=jnp.zeros(k, jnp.int32),
-                 pending=jnp.broadcast_to(jnp.sum(tab.successors, axis=0), (k, n)),
-                 remaining=jnp.broadcast_to(jnp.sum(tab.reads, axis=0), (k, t)),
+                 pending=jnp.broadcast_to(jnp.sum(tab.successors, axis=0, dtype=count), (k, n)),
+                 remaining=jnp.broadcast_to(jnp.sum(tab.reads, axis=0, dtype=count), (k, t)),
                  bits=jnp.zeros((k, words), jnp.uint32),
                  hash=jnp.zeros(k, jnp.uint32))
-    # Candidate buffers of K·4^i entries up to K·N; each step takes the smallest that holds
+    # Candidate buffers of K·2^i entries up to K·N; each step takes the smallest that holds
     # its ready pairs (a real branch: graphs are mapped, not vmapped, so only one size runs).
-    # Factor 4, not 2: each branch adds compile time, a bigger buffer only sorting time.
+    # Factor 2, not 4: each branch adds compile time, but the sort of the buffer (padding
+    # included) is a large part of a step at K ≥ 10,000, and 4 let it reach 4× the pairs.
     sizes = [k]
     while sizes[-1] < k * n:
-        sizes.append(min(4 * sizes[-1], k * n))
+        sizes.append(min(2 * sizes[-1], k * n))
     branches = [functools.partial(_select, num_candidates=m) for m in sizes]
 
     def step(beam, index):
