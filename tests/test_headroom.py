@@ -5,14 +5,8 @@ import numpy as np
 import pytest
 
 from gsched import evaluate_population, pad_graph, pad_keys, random_computation_graph
-from gsched.baselines.dp import exact_order
-from gsched.harness.headroom import (
-    compare_policies,
-    markdown,
-    op_memory_need,
-    peak_memory_lower_bound,
-    summarize,
-)
+from gsched.baselines.dp import exact_order, op_memory_need, peak_memory_lower_bound
+from gsched.harness.headroom import compare_policies, markdown, summarize
 from tests.graphs import diamond
 
 

@@ -78,6 +78,23 @@ class _Problem(NamedTuple):
     succ: list[list[int]]  # per op: distinct successor ops
 
 
+def op_memory_need(graph: Graph) -> np.ndarray:
+    """``[N]`` bytes op ``j`` needs resident on its device while it runs (SPEC §3): its outputs
+    and temporary memory plus the distinct tensors it reads (edges are distinct (tensor,
+    consumer) pairs; a transferred copy stays on the consumer's device until its last reader
+    there ran). No schedule's usage when ``j`` runs is below it, on any number of devices."""
+    n = graph.num_ops
+    written = np.bincount(graph.tensor_producer, graph.tensor_size, minlength=n)
+    read = np.bincount(graph.edge_consumer, graph.tensor_size[graph.edge_tensor], minlength=n)
+    return (written + graph.temporary_memory) + read
+
+
+def peak_memory_lower_bound(graph: Graph) -> float:
+    """The single-op lower bound ``max_j need(j)`` (:func:`op_memory_need`) on the peak memory
+    of any placement and order."""
+    return float(op_memory_need(graph).max(initial=0.0))
+
+
 def _problem(graph: Graph) -> _Problem:
     n, size = graph.num_ops, graph.tensor_size.tolist()
     producer = graph.tensor_producer.tolist()
@@ -98,8 +115,8 @@ def _problem(graph: Graph) -> _Problem:
                                                         minlength=graph.num_tensors) > 0),
                        minlength=n)
     inc = (out + graph.temporary_memory).tolist()
-    need = [inc[j] + sum(size[t] for t in inputs[j]) for j in range(n)]
-    return _Problem(n, inc, kept.tolist(), need, inputs, size, readers, preds, succ)
+    return _Problem(n, inc, kept.tolist(), op_memory_need(graph).tolist(), inputs, size,
+                    readers, preds, succ)
 
 
 def _bits(mask: int) -> list[int]:
