@@ -15,7 +15,7 @@ from gsched.policies.regal.method import build_gas, build_idrs, build_regal
 @pytest.mark.parametrize("build", [build_regal, build_idrs])
 def test_default_checkpoint_follows_the_objective(build):
     runner = build()
-    assert runner.info("peak_memory") == {"checkpoint": "shipped:regal",
+    assert runner.info("peak_memory") == {"checkpoint": "shipped:regal_large",
                                           "policy_objective": "peak_memory"}
     assert runner.info("runtime") == {"checkpoint": "shipped:regal_runtime",
                                       "policy_objective": "runtime"}

@@ -16,9 +16,12 @@ from gsched.costmodel.params import OBJECTIVES
 from gsched.policies.regal.policy import Policy, PolicyConfig
 
 CHECKPOINTS = Path(__file__).parent / "checkpoints"
-# method → objective → shipped policy (MODEL_CARD.md). GAS ships a peak-memory policy only,
-# used for runtime too (a transfer, visible in the rows' ``policy_objective``).
-_REGAL_DEFAULTS = {"peak_memory": CHECKPOINTS / "regal", "runtime": CHECKPOINTS / "regal_runtime"}
+# method → objective → shipped policy (MODEL_CARD.md). Peak memory: the policy trained on
+# 60–160-op graphs where BRKGA 5K has headroom (``regal_large``, issue #15 §2; ``regal`` is the
+# earlier 20–40-op policy). GAS ships a peak-memory policy only, used for runtime too (a
+# transfer, visible in the rows' ``policy_objective``).
+_REGAL_DEFAULTS = {"peak_memory": CHECKPOINTS / "regal_large",
+                   "runtime": CHECKPOINTS / "regal_runtime"}
 DEFAULT_CHECKPOINTS = {"regal": _REGAL_DEFAULTS, "idrs": _REGAL_DEFAULTS,
                        "gas": dict.fromkeys(OBJECTIVES, CHECKPOINTS / "gas")}
 POLICY_KIND = "regal_policy"  # metadata "kind" of a policy export
