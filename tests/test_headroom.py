@@ -6,7 +6,12 @@ import pytest
 
 from gsched import evaluate_population, pad_graph, pad_keys, random_computation_graph
 from gsched.baselines.dp import exact_order, op_memory_need, peak_memory_lower_bound
-from gsched.harness.headroom import compare_policies, markdown, summarize
+from gsched.harness.headroom import (
+    compare_policies,
+    markdown,
+    policies_markdown,
+    summarize,
+)
 from tests.graphs import diamond
 
 
@@ -69,7 +74,7 @@ def test_compare_policies_by_hand():
     for (graph, seed), triple in values.items():
         for method, value in zip(("brkga", "new", "regal"), triple):
             rows.append({"dataset": "d", "graph": graph, "seed": seed, "method": method,
-                         "value": value})
+                         "value": value, "objective": "runtime"})
     regal, new = compare_policies(rows, ["regal", "new"])
     assert "vs_baseline" not in regal
     # new: gains 10, 0 (g1) and 5, 10 (g2) → per seed 7.5 and 5.
@@ -80,3 +85,8 @@ def test_compare_policies_by_hand():
     assert new["vs_baseline"] == pytest.approx(5.0)
     assert new["vs_graphs_better"] == 1
     assert new["vs_low"] <= 5.0 <= new["vs_high"]
+
+    table = policies_markdown(rows, ["regal", "new"])  # paired with the first label
+    assert table.startswith("# REGAL runtime policies against BRKGA 5K and `regal`")
+    assert "| d | new | 2 × 2 | +6.25 ± 1.77 | 100 | 75 | +5.00 [" in table
+    assert "| d | regal | 2 × 2 | +1.25 ± 1.77 | 75 | 50 | — | — |" in table  # per seed 0, 2.5

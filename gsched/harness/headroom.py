@@ -159,15 +159,17 @@ def markdown(rows: Sequence[dict], command: str) -> str:
 POLICIES = ("regal", "regal_headroom_group", "regal_headroom_baseline")  # the sweep's labels
 
 
-def policies_markdown(rows: Sequence[dict]) -> str:
-    """``policies.md``: :func:`compare_policies` of the REGAL policies as a table."""
-    lines = ["# REGAL peak-memory policies against BRKGA 5K and the shipped policy "
+def policies_markdown(rows: Sequence[dict], methods: Sequence[str] = POLICIES) -> str:
+    """A policies table: :func:`compare_policies` of ``methods`` (the first is the row the
+    others are paired with) as markdown, titled by the rows' objective."""
+    objectives = " / ".join(dict.fromkeys(r["objective"] for r in rows))
+    lines = [f"# REGAL {objectives} policies against BRKGA 5K and `{methods[0]}` "
              "(written by eval.headroom --policies)", "",
              "| dataset | policy | seeds × graphs | gain over BRKGA 5K (%), mean ± std over "
-             "seeds | ≥ BRKGA 5K (%) | ≥ +2 % (%) | vs shipped (points, 95 % bootstrap) "
-             "| graphs better than shipped |", "| --- | --- | --- | ---: | ---: | ---: | --- "
-             "| ---: |"]
-    for c in compare_policies(rows, POLICIES):
+             f"seeds | ≥ BRKGA 5K (%) | ≥ +2 % (%) | vs {methods[0]} (points, 95 % bootstrap) "
+             f"| graphs better than {methods[0]} |", "| --- | --- | --- | ---: | ---: | ---: "
+             "| --- | ---: |"]
+    for c in compare_policies(rows, methods, baseline=methods[0]):
         versus = (f"{c['vs_baseline']:+.2f} [{c['vs_low']:+.2f}, {c['vs_high']:+.2f}]"
                   if "vs_baseline" in c else "—")
         better = f"{c['vs_graphs_better']} / {c['graphs']}" if "vs_baseline" in c else "—"
@@ -183,12 +185,18 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--out", type=Path, default=Path("docs/results/regal_headroom"))
     parser.add_argument("--max-graphs", type=int, default=16)
     parser.add_argument("--policies", type=Path, default=None,
-                        help="also write policies.md: compare_policies of this sweep's rows "
-                             "(results.jsonl of eval/configs/regal_headroom.toml)")
+                        help="only write a policies table (compare_policies) of this sweep's "
+                             "rows, e.g. results.jsonl of eval/configs/regal_headroom.toml")
+    parser.add_argument("--labels", default=",".join(POLICIES),
+                        help="with --policies: the methods compared, the first paired with "
+                             "the others (default: %(default)s)")
+    parser.add_argument("--name", default="policies.md", help="with --policies: the file name")
     args = parser.parse_args(argv)
     if args.policies is not None:
         args.out.mkdir(parents=True, exist_ok=True)
-        (args.out / "policies.md").write_text(policies_markdown(read_jsonl(args.policies)))
+        table = policies_markdown(read_jsonl(args.policies), args.labels.split(","))
+        (args.out / args.name).write_text(table)
+        return 0
     args.runs.parent.mkdir(parents=True, exist_ok=True)
     rows = run(args.runs, max_graphs=args.max_graphs)
     args.out.mkdir(parents=True, exist_ok=True)
