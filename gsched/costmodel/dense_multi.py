@@ -39,7 +39,8 @@ its source, and device free times only grow, so the ready time never exceeds tho
 times: a step needs only the ``D`` free times (exact fixed point,
 :mod:`gsched.core.fixedpoint`; durations are the loop's own fixed-point values), and the
 makespan, their maximum, equals the loop's bit for bit. The :class:`Schedule` is then built over
-the loop's ``V = N + T·D`` items, so SPEC §3's memory walk runs unchanged.
+the loop's ``V = N + T·D`` items; SPEC §3's memory walk reads the steps taken directly, with the
+chromosomes of each graph explicit (:func:`gsched.costmodel.memory.multi_device_peak_memory`).
 
 **XLA:CPU notes** (measured on the 2-core CPU): a gather from a table over ~512 KiB is split
 over the threads, and that hand-off at every step cost 5–30 µs instead of ~0.2, so per-step

@@ -46,7 +46,11 @@ from gsched.costmodel.dense_multi import (
 )
 from gsched.costmodel.dynamic import dynamic_init, dynamic_result, dynamic_step
 from gsched.costmodel.fusion import contract, fusion_roots
-from gsched.costmodel.memory import peak_memory, single_device_peak_memory
+from gsched.costmodel.memory import (
+    multi_device_peak_memory,
+    peak_memory,
+    single_device_peak_memory,
+)
 from gsched.costmodel.pallas_decode import pallas_applies, pallas_schedule
 from gsched.costmodel.params import (
     OBJECTIVES,
@@ -223,22 +227,9 @@ def _evaluate_dense(graph: PaddedGraph, pinned, params: CostParams, keys: jnp.nd
         table, row_base = _graph_tables(successor_bits, graph, graph_batched, batch)
         steps_taken = dense_order(flat(words), flat(item_at_rank), flat(steps), table=table,
                                   row_base=row_base)
-    lead = sum(graph_batched)
     position, order = (x.reshape(batch + (n,)) for x in steps_taken)
-
-    # Peak memory with the chromosomes of each graph explicit (with fusion every chromosome
-    # has its own graph).
-    if fusion:
-        graphs, lead, per_graph = jax.tree.map(flat, aux[1]), 1, (-1, n)
-        memory_fn = jax.vmap(lambda g, o, p: single_device_peak_memory(
-            g, o[None], p[None], params.capacity))
-    else:
-        graphs, per_graph = graph, batch[:lead] + (-1, n)
-        memory_fn = functools.partial(single_device_peak_memory, capacity=params.capacity)
-        for _ in range(lead):
-            memory_fn = jax.vmap(memory_fn)
-    memory = memory_fn(graphs, order.reshape(per_graph), position.reshape(per_graph))
-    memory = jax.tree.map(lambda x: x.reshape(batch + x.shape[lead + 1:]), memory)
+    memory = _per_graph(functools.partial(single_device_peak_memory, capacity=params.capacity),
+                        graph, aux[1], graph_batched, batch, order, position)
 
     def finish(g, pin, prm, x):
         (placement, program, root), position, order, memory = x
@@ -247,6 +238,25 @@ def _evaluate_dense(graph: PaddedGraph, pinned, params: CostParams, keys: jnp.nd
         return evaluation(g, placement, root, schedule, memory)
 
     return _lift(finish, graph_batched)(graph, pinned, params, (aux, position, order, memory))
+
+
+def _per_graph(fn, graph: PaddedGraph, programs: PaddedGraph | None,
+               graph_batched: tuple[bool, ...], batch: tuple[int, ...], *xs):
+    """``fn(graph, *xs)`` with the chromosomes of each graph explicit: ``xs`` (leading axes
+    ``batch``, graph-batched ones first) regrouped per graph, or, when every chromosome has its
+    own graph (``programs``, fusion), per chromosome (one each, vmapped); the result with
+    leading axes ``batch`` again (the memory walks, :mod:`gsched.costmodel.memory`)."""
+    lead = sum(graph_batched)
+    if programs is not None:
+        graphs, lead, per_graph = jax.tree.map(
+            lambda x: x.reshape((-1,) + x.shape[len(batch):]), programs), 1, (-1, 1)
+        fn = jax.vmap(fn)
+    else:
+        graphs, per_graph = graph, batch[:lead] + (-1,)
+        for _ in range(lead):
+            fn = jax.vmap(fn)
+    out = fn(graphs, *jax.tree.map(lambda x: x.reshape(per_graph + x.shape[len(batch):]), xs))
+    return jax.tree.map(lambda x: x.reshape(batch + x.shape[lead + 1:]), out)
 
 
 def _graph_tables(rows_of, graph: PaddedGraph, graph_batched: tuple[bool, ...],
@@ -270,8 +280,9 @@ def _evaluate_dense_multi(graph: PaddedGraph, pinned, params: CostParams, keys: 
                           base: int, decode, evaluation) -> Evaluation:
     """:func:`_evaluate` with ``D ≥ 2`` and the list scheduler, by
     :mod:`gsched.costmodel.dense_multi`: per chromosome (vmapped) the placement, fusion and the
-    schedule's start; the dense loop on the flattened batch; then per chromosome the
-    :class:`Schedule`, SPEC §3's memory walk and the evaluation, as after the loop."""
+    schedule's start; the dense loop on the flattened batch; SPEC §3's memory walk per graph
+    with its chromosomes explicit (per chromosome with fusion); then per chromosome the
+    :class:`Schedule` and the evaluation."""
     batch = keys.shape[:-1]
 
     def init(g, pin, prm, k):
@@ -298,14 +309,15 @@ def _evaluate_dense_multi(graph: PaddedGraph, pinned, params: CostParams, keys: 
                                       (start, items, free))
     num_items = graph.bucket.num_ops + graph.bucket.num_tensors * num_devices
 
+    memory = _per_graph(functools.partial(multi_device_peak_memory, capacity=params.capacity),
+                        graph, aux[1], graph_batched, batch, aux[0], items)
+
     def finish(g, pin, prm, x):
-        (placement, program, root), start, items, free = x
-        program = g if program is None else program
+        (placement, _, root), start, items, free, memory = x
         schedule = dense_multi_schedule(start, items, free, num_items)
-        memory = peak_memory(program, placement, schedule, prm.capacity, num_devices)
         return evaluation(g, placement, root, schedule, memory)
 
-    return _lift(finish, graph_batched)(graph, pinned, params, (aux, start, items, free))
+    return _lift(finish, graph_batched)(graph, pinned, params, (aux, start, items, free, memory))
 
 
 def evaluate(graph: PaddedGraph, keys: jnp.ndarray, params: CostParams = CostParams(),
