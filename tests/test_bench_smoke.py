@@ -1,13 +1,21 @@
 """Smoke test of the benchmarks (``python -m eval.bench_cost_model`` / ``eval.bench_brkga``): a tiny
 run writes its Markdown section, and a re-run replaces that section without touching the
-others (``gsched.harness.benchmarks.write_section``)."""
+others (``gsched.harness.benchmarks.write_section``); the accelerator-session tools
+(``eval.check_decoders``, ``eval.profile_decode``) run and report."""
 
 from __future__ import annotations
 
 import re
 
+import numpy as np
+
 from eval import bench_cost_model as bench
+from eval import check_decoders, profile_decode
+from gsched.core.padding import pad_graph, pad_keys
+from gsched.costmodel.evaluate import evaluate_with_decoder
+from gsched.generators import random_computation_graph
 from gsched.harness.benchmarks import FILE_HEADER, parse_int_list, write_section
+from gsched.harness.cost_model_bench import _auto_decoder_note
 
 TITLE = "Smoke test section"
 OTHER = "## GPU results from another machine\n\n| keep | me |\n| --- | --- |\n| 1 | 2 |\n"
@@ -64,3 +72,34 @@ def test_brkga_bench_quick_run_writes_its_section(tmp_path):
     assert [r["num_ops"] for r in rows] == [30] and rows[0]["per_graph_s"] > 0
     text = output.read_text()
     assert "## BRKGA 300-evaluation wall time" in text and "| 30 | 32/" in text
+
+
+
+def test_the_main_table_names_the_decoder_auto_ran():
+    assert "fused decode kernel" in _auto_decoder_note("gpu")
+    for backend in ("cpu", "tpu"):  # no Pallas kernel there: the dense decodes
+        assert "dense one-device decode" in _auto_decoder_note(backend)
+
+
+def test_check_decoders_passes_identical_decoders_and_names_a_difference():
+    assert check_decoders.main(["--sizes", "15", "--devices", "1,2", "--population", "6",
+                                "--decoders", "dense"]) == 0
+    graph = random_computation_graph(10, 0)
+    padded = pad_graph(graph)
+    keys = pad_keys(np.random.default_rng(0).random((4, graph.chromosome_length(2))), graph,
+                    padded.bucket, 2)
+    a = evaluate_with_decoder(padded, keys, num_devices=2, decoder="loop")
+    runtime = np.asarray(a.runtime).copy()
+    runtime[2] = np.nextafter(runtime[2], np.float32(np.inf))  # one ulp, third chromosome
+    assert check_decoders.mismatches(a, a) == []
+    assert check_decoders.mismatches(a, a._replace(runtime=runtime)) == [
+        "runtime: 1 chromosomes differ, first 2"]
+
+
+def test_profile_decode_times_every_stage(capsys):
+    profile_decode.main(["--sizes", "12", "--devices", "1,2", "--population", "4",
+                         "--repeats", "1"])
+    lines = capsys.readouterr().err.splitlines()
+    # No Pallas on the CPU: placement, + schedule_init, + memory walk, per D.
+    assert sum("ms/call" in line for line in lines) == 6
+    assert sum("memory walk = evaluate_population" in line for line in lines) == 2

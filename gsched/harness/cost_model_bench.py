@@ -60,6 +60,7 @@ from gsched.costmodel.evaluate import (
     evaluate_population_sharded,
     evaluate_with_decoder,
 )
+from gsched.costmodel.pallas_decode import pallas_applies
 from gsched.costmodel.params import SCHEDULERS, check_cost_params
 from gsched.generators import random_computation_graph
 from gsched.harness.benchmarks import (
@@ -306,8 +307,10 @@ def render(results: dict[Config, Result], main: list[Config], batch: Config | No
            sharded: Config | None,
            chunk_sweep: list[Config], population_sweep: list[Config], reference_size: int,
            header_lines: list[str], memory_lines: list[str],
-           scheduler_rows: Sequence[Config] = (), decoder_rows: Sequence[Config] = ()) -> str:
-    """The Markdown body of the section (without its ``##`` title)."""
+           scheduler_rows: Sequence[Config] = (), decoder_rows: Sequence[Config] = (),
+           backend: str = "cpu") -> str:
+    """The Markdown body of the section (without its ``##`` title); ``backend`` says which
+    decoder the main table's rows ran (``"auto"`` picks by backend)."""
     out = list(header_lines) + [""]
     out.append(f"Graphs: `random_computation_graph(N, seed={GRAPH_SEED})` padded to power-of-two "
                f"buckets (ops/tensors/edges); uniform random keys; latency {LATENCY}, bandwidth "
@@ -315,10 +318,7 @@ def render(results: dict[Config, Result], main: list[Config], batch: Config | No
                "calls (after one warm-up); *compile* = first call − median call. "
                f"*t/(N log₂N)* is µs per evaluation divided by N·log₂N, relative to the "
                f"{reference_size}-op row with the same D (≈ 1 or below: no worse than N log N). "
-               f"D = 1 rows up to {DENSE_MAX_OPS:,} ops (bucket) use the dense one-device "
-               f"decode (`gsched.costmodel.dense`), D ≥ 2 rows up to {DENSE_MULTI_MAX_OPS:,} "
-               "ops the dense multi-device one (`gsched.costmodel.dense_multi`); the loop they "
-               "replace is timed in the decoders table.")
+               + _auto_decoder_note(backend))
     out.append("")
     cols = ["N ops", "bucket N/T/E", "D", "P", "compile s", "ms/call", "evals/s", "µs/eval",
             f"t/(N log₂N) vs N={reference_size}", "XLA temp MiB"]
@@ -438,6 +438,17 @@ def _plain_row(results, main, config: Config) -> Result | None:
     """The main-table result with the same graph size and D as ``config``, if measured."""
     return next((results[c] for c in main if c.num_ops == config.num_ops
                  and c.num_devices == config.num_devices), None)
+
+
+def _auto_decoder_note(backend: str) -> str:
+    """Which decoder ``"auto"`` ran the main table's list-scheduler rows with on ``backend``."""
+    if pallas_applies("list", backend):
+        return ("Every row uses the fused decode kernel (`gsched.costmodel.pallas_decode`, "
+                "Triton); the loop it replaces is timed in the decoders table.")
+    return (f"D = 1 rows up to {DENSE_MAX_OPS:,} ops (bucket) use the dense one-device decode "
+            f"(`gsched.costmodel.dense`), D ≥ 2 rows up to {DENSE_MULTI_MAX_OPS:,} ops the "
+            "dense multi-device one (`gsched.costmodel.dense_multi`); the loop they replace is "
+            "timed in the decoders table.")
 
 
 def _exponents(results, main, reference_size) -> list[tuple[int, float, float]]:
@@ -622,7 +633,7 @@ def main(argv: Sequence[str] | None = None) -> dict[Config, Result]:
     memory.append(f"- Total benchmark wall time: {time.perf_counter() - start:.0f} s")
     body = render(results, main_cfgs, batch_cfg, sharded_cfg, chunk_cfgs if len(chunk_cfgs) > 1 else [],
                   pop_cfgs if len(pop_cfgs) > 1 else [], ref_n, header, memory,
-                  scheduler_cfgs, [c for group in decoder_groups for c in group])
+                  scheduler_cfgs, [c for group in decoder_groups for c in group], backend)
     write_section(args.output, title, body)
     log(f"[bench] wrote section '{title}' to {args.output}")
     print(f"## {title}\n\n{body}")

@@ -1,0 +1,106 @@
+#!/usr/bin/env bash
+# One accelerator session's measurements, in priority order, each under its own time limit so a
+# failure or a slow step costs only its own slot. Run from the repository root on the GPU
+# machine with the project's dependencies importable by python3 (no install, no network):
+#
+#     OUT=/some/dir bash eval/device_session.sh [PART ...]
+#
+# PARTs, run in the order given (default: all, in this order): check (the Pallas kernel against
+# the loop), bench (make bench's programs), train (REGAL and Topoformer full configs), tests
+# (the Pallas identity tests compiled for the GPU), profile (stage costs of one evaluation),
+# go_gdp (GDP and GO full configs), scaling (the throughput table from 100 to 10,000 ops).
+# 2026-11-26 on an H200: the first call ran "check bench train tests", the second
+# "profile go_gdp scaling".
+#
+# Writes $OUT/log.txt (everything), $OUT/benchmarks.md (docs/benchmarks.md with the new
+# sections), $OUT/brkga_b8.md and $OUT/runs.tgz (training metrics). REGAL_RUN names a run
+# directory prepared on a CPU (dataset cached; see docs/benchmarks.md) to resume on the GPU.
+set -u
+OUT=${OUT:?set OUT}
+PY=${PY:-python3}
+REGAL_RUN=${REGAL_RUN:-runs/regal_full_gpu}
+LOG=$OUT/log.txt
+export PYTHONUNBUFFERED=1
+exec > >(tee -a "$LOG") 2>&1
+
+step() {  # step SECONDS NAME COMMAND...: run with a limit; report the exit code and time
+  local limit=$1 name=$2; shift 2
+  echo "=== $name (limit ${limit}s) $(date -u +%T)"
+  local t0=$SECONDS
+  timeout -s INT -k 5 "$limit" "$@"
+  local rc=$?
+  echo "=== $name: exit $rc after $((SECONDS - t0)) s"
+  return $rc
+}
+
+PARTS=${*:-check bench train tests profile go_gdp scaling}
+decoder_sizes=yes
+
+check() {  # the fused Pallas kernel compiled by Triton against the loop, bit for bit
+  step 80 check_decoders $PY -m eval.check_decoders --sizes 500 --devices 1,2,4 --population 1024
+  if [ $? != 0 ]; then
+    echo "!!! the Pallas kernel failed or differed: 'auto' falls back to the loop for the rest"
+    sed -i 's/return scheduler == "list" and (backend or jax.default_backend()) == "gpu"/return False/' \
+      gsched/costmodel/pallas_decode.py
+    decoder_sizes=''
+  fi
+}
+
+bench() {  # make bench's two programs on a reduced grid, into a copy of the doc
+  [ -f "$OUT/benchmarks.md" ] || cp docs/benchmarks.md "$OUT/benchmarks.md"
+  step 120 bench_cost_model $PY -m eval.bench_cost_model --sizes 500 --devices 1,2 --repeats 3 \
+    --chunks 8 --sweep-populations 4096,65536 --batch-graphs 8 --schedulers priority --no-fusion \
+    --decoder-sizes "${decoder_sizes:+500}" --decoder-devices 1,2 --output "$OUT/benchmarks.md"
+  step 90 bench_brkga_large $PY -m eval.bench_brkga --sizes 200,500 --batch 256 --repeats 1 \
+    --output "$OUT/benchmarks.md"
+  step 60 bench_cost_model_2000 $PY -m eval.bench_cost_model --sizes 2000 --devices 2 \
+    --repeats 2 --chunks 8 --sweep-populations '' --batch-graphs 0 --schedulers '' \
+    --decoder-sizes "${decoder_sizes:+2000}" --decoder-devices 2 --output "$OUT/benchmarks.md" \
+    --section-title "Cost-model throughput at 2,000 ops — GPU"
+  step 35 bench_brkga_b8 $PY -m eval.bench_brkga --sizes 500 --batch 8 --repeats 1 \
+    --output "$OUT/brkga_b8.md"
+}
+
+train() {  # the paper-scale configs as far as the time allows (step rate, first metrics)
+  step 70 regal_full $PY -m train.regal --config train/configs/regal_full.toml \
+    --run-dir "$REGAL_RUN" --resume steps=100000 data.num_graphs=48 data.max_valid=8 log_every=5
+  step 70 topoformer_full $PY -m train.topoformer --config train/configs/topoformer_full.toml \
+    --run-dir runs/topoformer_full_gpu --overwrite data.val_graphs=8 log_every=5
+}
+
+tests() {  # the interpret-mode identity tests, compiled for the GPU this time
+  step 40 pallas_tests $PY -m pytest -q -x -p no:cacheprovider -W ignore::DeprecationWarning \
+    tests/test_pallas_decode.py
+}
+
+profile() {
+  step 60 profile_500 $PY -m eval.profile_decode --sizes 500 --devices 1,2,4 --population 16384
+  step 50 profile_2000 $PY -m eval.profile_decode --sizes 2000 --devices 1,2 --population 2048
+}
+
+go_gdp() {
+  step 70 gdp_full $PY -m train.gdp --config train/configs/gdp_full.toml \
+    --run-dir runs/gdp_full_gpu --overwrite log_every=1
+  step 70 go_full $PY -m train.go --config train/configs/go_full.toml \
+    --run-dir runs/go_full_gpu --overwrite log_every=1
+}
+
+scaling() {
+  [ -f "$OUT/benchmarks.md" ] || cp docs/benchmarks.md "$OUT/benchmarks.md"
+  step 90 bench_scaling $PY -m eval.bench_cost_model --sizes 100,2000 --devices 1,2,4 \
+    --repeats 2 --chunks 8 --sweep-populations '' --batch-graphs 0 --schedulers '' \
+    --decoder-sizes '' --output "$OUT/benchmarks.md" \
+    --section-title "Cost-model throughput from 100 to 2,000 ops — GPU"
+  step 90 bench_10000 $PY -m eval.bench_cost_model --sizes 10000 --devices 1,2 --repeats 1 \
+    --chunks 8 --sweep-populations '' --batch-graphs 0 --schedulers '' --decoder-sizes '' \
+    --output "$OUT/benchmarks.md" --section-title "Cost-model throughput at 10,000 ops — GPU"
+}
+
+nvidia-smi -L
+$PY -c "import jax, jaxlib, equinox, optax, orbax.checkpoint, numpy; print('jax', jax.__version__, \
+'jaxlib', jaxlib.__version__, 'equinox', equinox.__version__, 'optax', optax.__version__, \
+'numpy', numpy.__version__, jax.devices())"
+
+for part in $PARTS; do $part; done
+tar czf "$OUT/runs.tgz" runs/*/metrics.jsonl 2>/dev/null
+echo "=== done $(date -u +%T)"

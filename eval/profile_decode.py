@@ -1,0 +1,104 @@
+"""Where an evaluation's time goes, stage by stage, for the decoder the backend uses.
+
+Times cumulative prefixes of one population's evaluation (each its own jitted function, so
+XLA cannot drop the work: every prefix returns what it computed): the placement decode, + the
+schedule's set-up (``schedule_init``: ranks, durations, CSR tables), + the schedule itself (the
+fused kernel on a GPU, with its result conversion), + SPEC §3's memory walk (the whole
+``evaluate_population``). Differences between rows are the stages' costs::
+
+    python -m eval.profile_decode --sizes 500 --devices 1,2 --population 16384
+"""
+
+from __future__ import annotations
+
+import argparse
+import statistics
+import sys
+import time
+from typing import Sequence
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from gsched.core.padding import bucket_for, pad_graph, pad_keys
+from gsched.costmodel.evaluate import evaluate_population
+from gsched.costmodel.pallas_decode import pallas_applies, pallas_schedule
+from gsched.costmodel.params import CostParams
+from gsched.costmodel.schedule import decode_placement, schedule_init
+from gsched.generators import random_computation_graph
+from gsched.harness.benchmarks import parse_int_list
+from gsched.infra.progress import log
+
+PARAMS = CostParams(latency=0.1, bandwidth=16384.0)
+
+
+def _timed(fn, *args, repeats: int) -> tuple[float, float]:
+    """(compile + first call s, median steady-state call s)."""
+    t0 = time.perf_counter()
+    jax.block_until_ready(fn(*args))
+    first = time.perf_counter() - t0
+    times = []
+    for _ in range(repeats):
+        t0 = time.perf_counter()
+        jax.block_until_ready(fn(*args))
+        times.append(time.perf_counter() - t0)
+    return first, statistics.median(times)
+
+
+def stages(num_devices: int, chunk: int):
+    """The cumulative prefixes, each ``(graph, keys, params) -> arrays``."""
+    base_of = lambda g: g.bucket.chromosome_length(num_devices)  # noqa: E731
+
+    def placement(g, keys, prm):
+        return jax.vmap(lambda k: decode_placement(g, k[:base_of(g)], num_devices))(keys)
+
+    def init(g, keys, prm):
+        def one(k):
+            p = decode_placement(g, k[:base_of(g)], num_devices)
+            return schedule_init(g, k[:base_of(g)], p, prm, num_devices)
+        return jax.vmap(one)(keys)
+
+    def schedule(g, keys, prm):
+        def one(k):
+            p = decode_placement(g, k[:base_of(g)], num_devices)
+            return pallas_schedule(g, k[:base_of(g)], p, prm, num_devices, chunk)
+        return jax.vmap(one)(keys)
+
+    def whole(g, keys, prm):
+        return evaluate_population(g, keys, prm, num_devices=num_devices, chunk=chunk)
+
+    rows = [("placement", placement), ("+ schedule_init", init)]
+    if pallas_applies():
+        rows.append(("+ fused kernel and result", schedule))
+    return rows + [("+ memory walk = evaluate_population", whole)]
+
+
+def main(argv: Sequence[str] | None = None) -> None:
+    p = argparse.ArgumentParser(prog="python -m eval.profile_decode",
+                                description=__doc__.split("\n\n")[0])
+    p.add_argument("--sizes", type=parse_int_list, default=(500,))
+    p.add_argument("--devices", type=parse_int_list, default=(1, 2))
+    p.add_argument("--population", type=int, default=16384)
+    p.add_argument("--chunk", type=int, default=8)
+    p.add_argument("--repeats", type=int, default=3)
+    args = p.parse_args(sys.argv[1:] if argv is None else argv)
+    log(f"[profile] backend {jax.default_backend()} ({jax.devices()[0].device_kind}), "
+        f"P = {args.population}, chunk {args.chunk}")
+    rng = np.random.default_rng(0)
+    for n in args.sizes:
+        graph = random_computation_graph(n, 0)
+        bucket = bucket_for(graph)
+        padded = jax.tree.map(jnp.asarray, pad_graph(graph, bucket))
+        for d in args.devices:
+            keys = jnp.asarray(pad_keys(rng.random((args.population, graph.chromosome_length(d)),
+                                                   np.float32), graph, bucket, d))
+            prm = jax.tree.map(jnp.asarray, PARAMS)
+            for name, fn in stages(d, args.chunk):
+                first, median = _timed(jax.jit(fn), padded, keys, prm, repeats=args.repeats)
+                log(f"[profile] {n} ops, D = {d}: {name:38s} {1e3 * median:9.2f} ms/call "
+                    f"({1e6 * median / args.population:7.2f} µs/eval; first call {first:.1f} s)")
+
+
+if __name__ == "__main__":
+    main()
