@@ -29,10 +29,12 @@ test-slow: install
 train: install
 	$(PYTHON) -m train.regal --config train/configs/regal_small.toml $(ARGS)
 
-## Cost-model throughput and BRKGA 5K wall time; writes docs/benchmarks.md.
+## Cost-model throughput and BRKGA 5K wall time (on one device, then with the batch split over
+## one XLA device per CPU core); writes docs/benchmarks.md.
 bench: install
 	$(PYTHON) -m eval.bench_cost_model
 	$(PYTHON) -m eval.bench_brkga
+	$(PYTHON) -m eval.bench_brkga --shard
 
 ## Evaluation sweeps (eval/configs/*.toml) and their reports in docs/results/ (~30 min on a
 ## 2-core CPU; resumable: an interrupted `make results` continues where it stopped).

@@ -12,6 +12,7 @@ A search runner is jitted over the whole batch and compiled ahead of time, so
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import time
 from typing import Any, Callable, Mapping, NamedTuple, Sequence
@@ -240,7 +241,8 @@ def _run_search(runner, graphs, num_devices, budget, objective, cost_params, see
     signature = jax.tree.map(lambda x: jax.ShapeDtypeStruct(x.shape, x.dtype,
                                                             sharding=x.sharding), operands)
     start = time.perf_counter()
-    compiled = _compiled(runner, num_devices, budget, objective, signature, model)
+    with contextlib.nullcontext() if mesh is None else jax.set_mesh(mesh):
+        compiled = _compiled(runner, num_devices, budget, objective, signature, model)
     compile_seconds = time.perf_counter() - start
     start = time.perf_counter()
     result = jax.block_until_ready(compiled(*operands))
@@ -303,8 +305,9 @@ def optimize(name: str, graphs: Sequence[Graph], *, num_devices: int, budget: in
     are scored under them, with every fusion key 1 (XLA-style greedy fusion) when ``fusion``.
 
     ``mesh``: a search method's batch is split over its first axis (the number of graphs must
-    be divisible by its size); the results are those of the unsharded run. Heuristics run on
-    the host and ignore it."""
+    be divisible by its size): the search is compiled under the mesh, so its cost-model
+    evaluations run one schedule loop per device (``evaluate_batch``); the results are those
+    of the unsharded run. Heuristics run on the host and ignore it."""
     spec = method(name)
     options = dict(options or {})
     fusion = check_fusion(fusion)

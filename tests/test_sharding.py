@@ -1,4 +1,6 @@
-"""Population sharding over several (forced) CPU host devices gives the same evaluations.
+"""Sharding over several (forced) CPU host devices gives the same evaluations: a population
+(``evaluate_population_sharded``), and a batch of graphs (``evaluate_batch`` traced under a mesh,
+as ``optimize(..., mesh=)`` traces a search: one ``shard_map``ped schedule loop per device).
 
 Runs in a subprocess: the host device count must be set before JAX starts.
 """
@@ -29,6 +31,23 @@ try:
 except ValueError as err:
     assert "not divisible" in str(err), err
     print("SHARDED_OK")
+
+from gsched import batch_graphs, evaluate_batch, optimize
+graphs = [random_computation_graph(n, n) for n in (30, 45, 50, 60)]
+batch = batch_graphs(graphs)
+keys = np.random.default_rng(1).random((4, 6, batch.bucket.chromosome_length(2)), np.float32)
+one = evaluate_batch(batch, keys, num_devices=2)
+fn = jax.jit(lambda g, k: evaluate_batch(g, k, num_devices=2))
+with jax.set_mesh(Mesh(np.array(jax.devices()), ("graphs",))):
+    assert "shard_map" in str(fn.trace(batch, keys).jaxpr)
+    two = fn(batch, keys)
+for x, y in zip(one, two):
+    np.testing.assert_array_equal(np.asarray(x), np.asarray(y))
+mesh = Mesh(np.array(jax.devices()), ("graphs",))
+runs = [optimize("brkga", graphs, num_devices=2, budget=300, seed=3, mesh=m)
+        for m in (None, mesh)]
+assert runs[0].results == runs[1].results
+print("BATCH_SHARDED_OK")
 """
 
 
@@ -39,5 +58,5 @@ def test_sharded_population_matches_unsharded():
     root = Path(__file__).resolve().parents[1]
     out = subprocess.run([sys.executable, "-c", SCRIPT], cwd=root, env=env,
                          capture_output=True, text=True, timeout=300)
-    assert "SHARDED_OK" in out.stdout, out.stderr[-2000:]
+    assert "SHARDED_OK" in out.stdout and "BATCH_SHARDED_OK" in out.stdout, out.stderr[-2000:]
 

@@ -360,7 +360,25 @@ def evaluate_batch(graphs: PaddedGraph, keys: jnp.ndarray, params: CostParams = 
     """``graphs`` with leading axis ``[B]``, ``keys [B, P, L]`` → leading axes ``[B, P]``.
 
     ``pinned``, if given, is ``[B, N]``; ``scheduler`` and ``fusion`` as in :func:`evaluate`.
+
+    Traced under a mesh (``jax.set_mesh``, as :func:`gsched.optimize` does with ``mesh``), the
+    graphs are split over the mesh's first axis with ``shard_map`` when ``B`` divides evenly:
+    each device runs its own schedule loop on its graphs, with no per-step communication (on a
+    CPU with one XLA device per core, one loop per core). The results are the same.
     """
+    mesh = jax.sharding.get_abstract_mesh()
+    if not mesh.empty and graphs.op_mask.shape[0] % mesh.shape[mesh.axis_names[0]] == 0:
+        spec = jax.sharding.PartitionSpec
+        axis = mesh.axis_names[0]
+        if pinned is None:
+            pinned = jnp.full(graphs.op_mask.shape, -1, jnp.int32)
+
+        def local(g, k, prm, pin):
+            return _evaluate(g, pin, prm, k, num_devices, chunk, (True, False), scheduler,
+                             fusion)
+
+        return jax.shard_map(local, in_specs=(spec(axis), spec(axis), spec(), spec(axis)),
+                             out_specs=spec(axis), check_vma=False)(graphs, keys, params, pinned)
     return _evaluate(graphs, pinned, params, keys, num_devices, chunk, (True, False),
                      scheduler, fusion)
 

@@ -82,8 +82,8 @@ def parse_args(argv: Sequence[str]) -> argparse.Namespace:
     p.add_argument("--devices", type=int, default=2, help="number of devices D")
     p.add_argument("--repeats", type=int, default=2, help="timed calls after the first")
     p.add_argument("--shard", action="store_true",
-                   help="split the batch over all local devices (one per CPU core); on the "
-                        "2-core CPU this was 2x slower than one device, see docs/benchmarks.md")
+                   help="split the batch over all local devices (one per CPU core): each runs "
+                        "its own schedule loop on its graphs; see docs/benchmarks.md")
     p.add_argument("--quick", action="store_true", help="tiny smoke run (sizes 30, B 2, 300)")
     p.add_argument("--output", type=Path, default=DEFAULT_OUTPUT)
     args = p.parse_args(argv)
@@ -100,7 +100,8 @@ def main(argv: Sequence[str] | None = None) -> list[dict]:
     one_device_per_core()  # so that --shard can split the batch over them
     backend, kind = jax.default_backend(), jax.devices()[0].device_kind
     title = f"BRKGA {args.budget:,}-evaluation wall time — {backend.upper()} ({kind})" + (
-        ", quick smoke run" if args.quick else "")
+        ", batch split over the local devices" if args.shard and jax.local_device_count() > 1
+        else "") + (", quick smoke run" if args.quick else "")
     header = section_header("eval.bench_brkga", argv)
     rows = []
     for n in args.sizes:

@@ -10,8 +10,8 @@ the config no longer produces move to ``stale.jsonl``. Without ``resume`` a fold
 results is an error.
 
 **Sharding.** A search method's batch is split over a ``("graphs",)`` mesh of ``K`` local
-devices (:func:`mesh_for`; ``optimize(..., mesh=)`` shards the leading graph axis, the search
-runs SPMD and gives the unsharded values). Heuristics run on the host.
+devices (:func:`mesh_for`; ``optimize(..., mesh=)`` shards the leading graph axis: one schedule
+loop per device, the rest SPMD, the unsharded values). Heuristics run on the host.
 
 **Several processes** (``jax.distributed``): process ``i`` of ``n`` runs every ``n``-th unit
 on its own local devices and writes ``results.p{i}.jsonl``; every process checks the folder
