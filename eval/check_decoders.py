@@ -34,8 +34,8 @@ PARAMS = CostParams(latency=0.1, bandwidth=1e3, hbm_bandwidth=3e4, launch_overhe
 
 
 def mismatches(want, got) -> list[str]:
-    """Fields of two Evaluations that differ (floats compared bit for bit), with the first
-    differing chromosome."""
+    """Fields of two Evaluations that differ (floats compared bit for bit, None only where
+    None), with the first differing chromosome (index along the leading axis)."""
     bad = []
     for field in want._fields:
         x, y = getattr(want, field), getattr(got, field)
@@ -50,7 +50,7 @@ def mismatches(want, got) -> list[str]:
             continue
         if x.dtype.kind == "f":
             x, y = x.view(np.int32), y.view(np.int32)
-        rows = np.nonzero((x != y).reshape(x.shape[0], -1).any(axis=1))[0]
+        rows = np.nonzero((x != y).reshape(x.shape[0] if x.ndim else 1, -1).any(axis=1))[0]
         if rows.size:
             bad.append(f"{field}: {rows.size} chromosomes differ, first {rows[0]}")
     return bad

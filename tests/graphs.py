@@ -6,6 +6,7 @@ from pathlib import Path
 
 import numpy as np
 
+from eval.check_decoders import mismatches
 from gsched import Graph, make_graph
 
 SHARED = Path(__file__).resolve().parents[2] / "shared"  # ../shared beside the checkout
@@ -23,16 +24,8 @@ def diamond() -> Graph:
 
 def assert_identical(a, b):
     """Every field of two Evaluations equal, floats bit for bit (None where None)."""
-    for field in a._fields:
-        x, y = getattr(a, field), getattr(b, field)
-        assert (x is None) == (y is None), field
-        if x is None:
-            continue
-        x, y = np.asarray(x), np.asarray(y)
-        assert x.shape == y.shape and x.dtype == y.dtype, (field, x.shape, y.shape)
-        if x.dtype.kind == "f":
-            x, y = x.view(np.int32), y.view(np.int32)
-        np.testing.assert_array_equal(x, y, err_msg=field)
+    bad = mismatches(a, b)
+    assert not bad, bad
 
 
 def with_inputs(graph, rng, fraction=0.5):

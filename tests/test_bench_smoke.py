@@ -82,7 +82,7 @@ def test_the_main_table_names_the_decoder_auto_ran():
 
 
 def test_check_decoders_passes_identical_decoders_and_names_a_difference():
-    assert check_decoders.main(["--sizes", "15", "--devices", "1,2", "--population", "6",
+    assert check_decoders.main(["--sizes", "15", "--devices", "2", "--population", "6",
                                 "--decoders", "dense"]) == 0
     graph = random_computation_graph(10, 0)
     padded = pad_graph(graph)
