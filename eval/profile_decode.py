@@ -46,23 +46,23 @@ def _timed(fn, *args, repeats: int) -> tuple[float, float]:
     return first, statistics.median(times)
 
 
-def stages(num_devices: int, chunk: int):
-    """The cumulative prefixes, each ``(graph, keys, params) -> arrays``."""
-    base_of = lambda g: g.bucket.chromosome_length(num_devices)  # noqa: E731
+def stages(num_devices: int, chunk: int, base: int):
+    """The cumulative prefixes, each ``(graph, keys, params) -> arrays``; ``base``: the SPEC §2
+    part of a padded chromosome."""
 
     def placement(g, keys, prm):
-        return jax.vmap(lambda k: decode_placement(g, k[:base_of(g)], num_devices))(keys)
+        return jax.vmap(lambda k: decode_placement(g, k[:base], num_devices))(keys)
 
     def init(g, keys, prm):
         def one(k):
-            p = decode_placement(g, k[:base_of(g)], num_devices)
-            return schedule_init(g, k[:base_of(g)], p, prm, num_devices)
+            return schedule_init(g, k[:base], decode_placement(g, k[:base], num_devices), prm,
+                                 num_devices)
         return jax.vmap(one)(keys)
 
     def schedule(g, keys, prm):
         def one(k):
-            p = decode_placement(g, k[:base_of(g)], num_devices)
-            return pallas_schedule(g, k[:base_of(g)], p, prm, num_devices, chunk)
+            return pallas_schedule(g, k[:base], decode_placement(g, k[:base], num_devices), prm,
+                                   num_devices, chunk)
         return jax.vmap(one)(keys)
 
     def whole(g, keys, prm):
@@ -94,7 +94,7 @@ def main(argv: Sequence[str] | None = None) -> None:
             keys = jnp.asarray(pad_keys(rng.random((args.population, graph.chromosome_length(d)),
                                                    np.float32), graph, bucket, d))
             prm = jax.tree.map(jnp.asarray, PARAMS)
-            for name, fn in stages(d, args.chunk):
+            for name, fn in stages(d, args.chunk, bucket.chromosome_length(d)):
                 first, median = _timed(jax.jit(fn), padded, keys, prm, repeats=args.repeats)
                 log(f"[profile] {n} ops, D = {d}: {name:38s} {1e3 * median:9.2f} ms/call "
                     f"({1e6 * median / args.population:7.2f} µs/eval; first call {first:.1f} s)")

@@ -74,7 +74,6 @@ def test_brkga_bench_quick_run_writes_its_section(tmp_path):
     assert "## BRKGA 300-evaluation wall time" in text and "| 30 | 32/" in text
 
 
-
 def test_the_main_table_names_the_decoder_auto_ran():
     assert "fused decode kernel" in _auto_decoder_note("gpu")
     for backend in ("cpu", "tpu"):  # no Pallas kernel there: the dense decodes

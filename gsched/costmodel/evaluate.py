@@ -368,32 +368,36 @@ def evaluate_batch(graphs: PaddedGraph, keys: jnp.ndarray, params: CostParams = 
     """
     mesh = jax.sharding.get_abstract_mesh()
     if not mesh.empty and graphs.op_mask.shape[0] % mesh.shape[mesh.axis_names[0]] == 0:
-        spec = jax.sharding.PartitionSpec
-        axis = mesh.axis_names[0]
-        if pinned is None:
-            pinned = jnp.full(graphs.op_mask.shape, -1, jnp.int32)
-
-        def local(g, k, prm, pin):
-            return _evaluate(g, pin, prm, k, num_devices, chunk, (True, False), scheduler,
-                             fusion)
-
-        return jax.shard_map(local, in_specs=(spec(axis), spec(axis), spec(), spec(axis)),
-                             out_specs=spec(axis), check_vma=False)(graphs, keys, params, pinned)
+        pinned = jnp.full(graphs.op_mask.shape, -1, jnp.int32) if pinned is None else pinned
+        return _shard_mapped(mesh, mesh.axis_names[0], True, num_devices, chunk, scheduler,
+                             fusion)(graphs, keys, params, pinned)
     return _evaluate(graphs, pinned, params, keys, num_devices, chunk, (True, False),
                      scheduler, fusion)
+
+
+def _shard_mapped(mesh, axis: str, graphs_split: bool, num_devices: int, chunk: int,
+                  scheduler: str, fusion: bool, decoder: str = "auto"):
+    """``(graph, keys, params, pinned) -> Evaluation`` as a ``shard_map`` over ``mesh``'s
+    ``axis``: the keys' leading axis is split, and with ``graphs_split`` the graphs' (and
+    pinned ops') too (a batch of graphs), else the one graph is replicated (a population).
+    Each device runs its own schedule loop on its share."""
+    spec = jax.sharding.PartitionSpec
+    graph_spec = spec(axis) if graphs_split else spec()
+    batched = (True, False) if graphs_split else (False,)
+
+    def local(graph, keys, params, pinned):
+        return _evaluate(graph, pinned, params, keys, num_devices, chunk, batched, scheduler,
+                         fusion, decoder)
+
+    return jax.shard_map(local, mesh=mesh, in_specs=(graph_spec, spec(axis), spec(), graph_spec),
+                         out_specs=spec(axis), check_vma=False)
 
 
 @functools.cache
 def _sharded_population_fn(mesh: jax.sharding.Mesh, axis: str, num_devices: int, chunk: int,
                            scheduler: str, fusion: bool, decoder: str = "auto"):
-    spec = jax.sharding.PartitionSpec
-
-    def local(graph, keys, params, pinned):
-        return _evaluate(graph, pinned, params, keys, num_devices, chunk, (False,), scheduler,
-                         fusion, decoder)
-
-    return jax.jit(jax.shard_map(local, mesh=mesh, in_specs=(spec(), spec(axis), spec(), spec()),
-                                 out_specs=spec(axis), check_vma=False))
+    return jax.jit(_shard_mapped(mesh, axis, False, num_devices, chunk, scheduler, fusion,
+                                 decoder))
 
 
 def evaluate_population_sharded(graph: PaddedGraph, keys: jnp.ndarray,

@@ -37,20 +37,17 @@ from gsched.methods import optimize
 
 
 def measure(num_ops: int, batch: int, budget: int, num_devices: int, repeats: int,
-            shard: bool) -> dict:
+            mesh: jax.sharding.Mesh | None) -> dict:
     """``gsched.optimize("brkga", ...)`` on ``batch`` graphs: compile time as it reports it,
-    then the median wall time of ``repeats`` runs (new seeds, same executable). With ``shard``
-    the batch is split over all local devices (one per CPU core, see ``main``)."""
+    then the median wall time of ``repeats`` runs (new seeds, same executable). With ``mesh``
+    the batch is split over its devices (one per CPU core, see ``main``)."""
     graphs = [random_computation_graph(num_ops, seed) for seed in range(batch)]
     bucket = bucket_for(graphs)
-    devices = jax.local_devices()
-    mesh = (jax.sharding.Mesh(devices, ("graphs",))
-            if shard and len(devices) > 1 and batch % len(devices) == 0 else None)
     runs = [optimize("brkga", graphs, num_devices=num_devices, budget=budget, seed=seed,
                      mesh=mesh) for seed in range(repeats + 1)]
     median = statistics.median(run.wall_seconds for run in runs[1:])
     return {"num_ops": num_ops, "bucket": f"{bucket.num_ops}/{bucket.num_tensors}/"
-            f"{bucket.num_edges}", "batch": batch, "shards": 1 if mesh is None else len(devices),
+            f"{bucket.num_edges}", "batch": batch, "shards": 1 if mesh is None else mesh.size,
             "compile_s": runs[0].compile_seconds, "median_s": median,
             "per_graph_s": median / batch, "evals_per_s": batch * budget / median}
 
@@ -99,15 +96,18 @@ def main(argv: Sequence[str] | None = None) -> list[dict]:
     args = parse_args(argv)
     one_device_per_core()  # so that --shard can split the batch over them
     backend, kind = jax.default_backend(), jax.devices()[0].device_kind
+    devices = jax.local_devices()
+    mesh = (jax.sharding.Mesh(devices, ("graphs",))
+            if args.shard and len(devices) > 1 and args.batch % len(devices) == 0 else None)
     title = f"BRKGA {args.budget:,}-evaluation wall time — {backend.upper()} ({kind})" + (
-        ", batch split over the local devices" if args.shard and jax.local_device_count() > 1
-        else "") + (", quick smoke run" if args.quick else "")
+        "" if mesh is None else ", batch split over the local devices") + (
+        ", quick smoke run" if args.quick else "")
     header = section_header("eval.bench_brkga", argv)
     rows = []
     for n in args.sizes:
         log(f"[bench] BRKGA {args.budget} evals, {n} ops, batch {args.batch}: compiling and "
             "timing…")
-        rows.append(measure(n, args.batch, args.budget, args.devices, args.repeats, args.shard))
+        rows.append(measure(n, args.batch, args.budget, args.devices, args.repeats, mesh))
         log(f"[bench]     {rows[-1]['per_graph_s']:.3f} s/graph, compile "
             f"{rows[-1]['compile_s']:.1f} s")
     body = render(rows, header, args.budget, args.devices)
