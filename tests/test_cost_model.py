@@ -11,6 +11,7 @@ import numpy as np
 import pytest
 import reference_spec as ref
 
+from gsched.core import fixedpoint as fp
 from gsched.core.graph import make_graph
 from gsched.core.padding import Bucket, batch_graphs, bucket_for, pad_graph, pad_keys
 from gsched.costmodel.evaluate import (
@@ -181,6 +182,24 @@ def test_unbatched_evaluate_is_traceable_and_agrees():
     assert float(one.peak_memory) == 12 and float(one.runtime) == 10
 
 
+
+@pytest.mark.parametrize("d", [1, 2])
+def test_scores_do_not_depend_on_what_jit_closes_over(d):
+    # XLA divides by a broadcast scalar with its reciprocal (one ulp off) unless both are
+    # constants: closing over the graph and the parameters used to change runtimes by an ulp.
+    rng = np.random.default_rng(15)
+    graph = random_computation_graph(50, rng)
+    padded = pad_graph(graph)
+    params = CostParams(latency=0.1, bandwidth=1000.0, capacity=1e9, hbm_bandwidth=3e4,
+                        launch_overhead=0.01)
+    keys = jnp.asarray(np.stack([pad_keys(float32_keys(rng, graph, d), graph, padded.bucket, d)
+                                 for _ in range(8)]))
+    passed = evaluate_population(padded, keys, params, num_devices=d)
+    closed = jax.jit(lambda k: evaluate(padded, k, params, num_devices=d))
+    for i in range(len(keys)):
+        np.testing.assert_array_equal(np.asarray(closed(keys[i]).runtime).view(np.int32),
+                                      np.asarray(passed.runtime[i]).view(np.int32))
+
 def test_compiles_once_per_bucket():
     rng = np.random.default_rng(13)
     bucket = Bucket(64, 128, 128)
@@ -288,3 +307,14 @@ def test_moccasin_graphs_match_reference(name):
     rng = np.random.default_rng(16)
     for d in (1, 2):
         assert_matches_reference(graph, float32_keys(rng, graph, d), d)
+
+
+def test_ordered_sum_rounds_the_same_however_compiled():
+    x = np.random.default_rng(16).random((6, 37)).astype(np.float32) * 1e3
+    want = np.pad(x, [(0, 0), (0, 64 - 37)])  # pairwise, zero-padded to a power of two
+    while want.shape[1] > 1:
+        want = want[:, :want.shape[1] // 2] + want[:, want.shape[1] // 2:]
+    rows = [jax.jit(lambda: fp.ordered_sum(jnp.asarray(row)))() for row in x]  # folded
+    batched = jax.jit(jax.vmap(fp.ordered_sum))(x)
+    for got in (np.asarray(rows), np.asarray(batched), np.asarray(fp.ordered_sum(x))):
+        np.testing.assert_array_equal(got.view(np.int32), want[:, 0].view(np.int32))

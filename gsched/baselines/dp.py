@@ -308,7 +308,7 @@ def _tables(key: jax.Array, graph: PaddedGraph) -> _Tables:
         graph.edge_mask.astype(jnp.int32))
     size_bytes = jnp.where(graph.tensor_mask, graph.tensor_size, 0.0)
     temp_bytes = jnp.where(graph.op_mask, graph.temporary_memory, 0.0)
-    unit = fp.choose_unit(jnp.sum(size_bytes) + jnp.max(temp_bytes), MEMORY_BITS)
+    unit = fp.choose_unit(fp.ordered_sum(size_bytes) + jnp.max(temp_bytes), MEMORY_BITS)
     size = jnp.round(size_bytes / unit).astype(jnp.int32)
     temp = jnp.round(temp_bytes / unit).astype(jnp.int32)
     out = jnp.zeros(n, jnp.int32).at[graph.tensor_producer].add(size)

@@ -24,6 +24,22 @@ class Fixed(NamedTuple):
     lo: jnp.ndarray  # int32
 
 
+def ordered_sum(x: jnp.ndarray) -> jnp.ndarray:
+    """``[..., n] → [...]`` float32 Σ over the last axis, added pairwise in one fixed order.
+
+    ``jnp.sum``'s order is the compiler's: a batched and an unbatched call, or a constant-folded
+    one, may round differently. The bounds that choose a unit (and the reported runtime bound)
+    must not, or the same chromosome would score differently depending on how it was compiled.
+    """
+    n = x.shape[-1]
+    width = 1 << max(0, (n - 1).bit_length())
+    x = jnp.pad(x, [(0, 0)] * (x.ndim - 1) + [(0, width - n)])
+    while width > 1:
+        width //= 2
+        x = x[..., :width] + x[..., width:]
+    return x[..., 0]
+
+
 def choose_unit(bound: jnp.ndarray, value_bits: int) -> jnp.ndarray:
     """A power of two ``unit`` such that ``bound / unit < 2**value_bits`` (float32 scalar).
 

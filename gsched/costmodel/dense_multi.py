@@ -160,8 +160,7 @@ def multi_start(graph: PaddedGraph, keys: jnp.ndarray, placement: Placement,
     item_next = jnp.concatenate([item_at_rank | jnp.left_shift(next_rank, 15),
                                  jnp.array([v | _NONE << 15], jnp.int32)])
 
-    # The loop's own fixed-point durations (the same float expressions, compiled alike; XLA
-    # may round a per-graph ``size / bandwidth`` differently), every existing X(t, ·) equal.
+    # The loop's own fixed-point durations, every existing X(t, ·) equal.
     duration, unit, runtime_bound = fixed_durations(graph, placement, params, d)
     hi, lo = ([x[:n], jnp.max(x[n:].reshape(t, d), axis=1)] for x in duration)  # absent: 0
     row_time = jnp.stack([jnp.concatenate(hi) | jnp.left_shift(

@@ -100,7 +100,7 @@ def _group_sum(values: jnp.ndarray, root: jnp.ndarray, mask: jnp.ndarray) -> jnp
     """``[N]`` float32: Σ ``values`` over each root's group (0 at non-roots), exact in fixed
     point before the one final rounding; an op alone in its group keeps its value exactly."""
     values = jnp.where(mask, values, 0.0)
-    unit = fp.choose_unit(jnp.sum(values), _SUM_VALUE_BITS)
+    unit = fp.choose_unit(fp.ordered_sum(values), _SUM_VALUE_BITS)
     fixed = fp.from_float(values, unit, _SUM_LO_BITS)
     total = fp.normalize(fp.Fixed(jnp.zeros_like(fixed.hi).at[root].add(fixed.hi),
                                   jnp.zeros_like(fixed.lo).at[root].add(fixed.lo)),

@@ -105,7 +105,7 @@ def op_bytes(graph: PaddedGraph) -> jnp.ndarray:
     """
     n = graph.op_mask.shape[0]
     size = jnp.where(graph.tensor_mask, graph.tensor_size, 0.0)
-    unit = fp.choose_unit(jnp.sum(size), BYTES_VALUE_BITS)
+    unit = fp.choose_unit(fp.ordered_sum(size), BYTES_VALUE_BITS)
     size_fp = fp.from_float(size, unit, BYTES_LO_BITS)
 
     def per_op(limb):
@@ -117,11 +117,21 @@ def op_bytes(graph: PaddedGraph) -> jnp.ndarray:
     return jnp.where(graph.op_mask, fp.to_float(total, unit, BYTES_LO_BITS), 0.0)
 
 
+def divide(x: jnp.ndarray, divisor: jnp.ndarray) -> jnp.ndarray:
+    """``x / divisor`` (a scalar divisor) rounded as IEEE division, however it is compiled.
+
+    XLA rewrites a division by a broadcast scalar into a multiplication by its reciprocal (up
+    to one ulp off), but folds a division of constants exactly: without the barrier the same
+    graph scored differently with its parameters closed over by ``jit`` or passed in.
+    """
+    return x / lax.optimization_barrier(jnp.broadcast_to(divisor, jnp.shape(x)))
+
+
 def op_durations(graph: PaddedGraph, params: CostParams) -> jnp.ndarray:
     """``[N]`` float32 kernel time of every op (SPEC §8.1): ``max(compute_cost, bytes /
     hbm_bandwidth) + launch_overhead`` (0 for padding). With the defaults (``hbm_bandwidth =
     inf``, ``launch_overhead = 0``) this is exactly ``compute_cost``: ``max(c, 0) + 0 = c``."""
-    memory_time = op_bytes(graph) / params.hbm_bandwidth
+    memory_time = divide(op_bytes(graph), params.hbm_bandwidth)
     kernel = jnp.maximum(graph.compute_cost, memory_time) + params.launch_overhead
     return jnp.where(graph.op_mask, kernel, 0.0)
 
@@ -132,7 +142,8 @@ def item_durations(graph: PaddedGraph, placement: Placement, params: CostParams,
     ``X(t, d)`` ``latency + size(t) / bandwidth`` (no roofline term, no launch overhead: a
     copy is not a kernel), 0 for absent transfers and padding."""
     exists = placement.transfer_exists.reshape(-1)  # [T·D]
-    xfer_time = jnp.repeat(params.latency + graph.tensor_size / params.bandwidth, num_devices)
+    xfer_time = jnp.repeat(params.latency + divide(graph.tensor_size, params.bandwidth),
+                           num_devices)
     return jnp.concatenate([op_durations(graph, params), jnp.where(exists, xfer_time, 0.0)])
 
 
@@ -327,7 +338,7 @@ def fixed_durations(graph: PaddedGraph, placement: Placement, params: CostParams
     """Every item's duration (:func:`item_durations`) in exact fixed point ``[V]``, with the
     time unit chosen for their sum and that sum (an upper bound on any schedule's runtime)."""
     durations = item_durations(graph, placement, params, num_devices)
-    runtime_bound = jnp.sum(durations)
+    runtime_bound = fp.ordered_sum(durations)
     unit = fp.choose_unit(runtime_bound, TIME_VALUE_BITS)
     return fp.from_float(durations, unit, TIME_LO_BITS), unit, runtime_bound
 
