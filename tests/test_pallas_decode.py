@@ -18,7 +18,12 @@ from gsched.core.padding import Bucket, batch_graphs, pad_graph, pad_keys
 from gsched.costmodel import evaluate as evaluate_module
 from gsched.costmodel.evaluate import evaluate_with_decoder
 from gsched.costmodel.host import item_to_tuple
-from gsched.costmodel.pallas_decode import pallas_applies, pallas_schedule
+from gsched.costmodel.pallas_decode import (
+    lane_width_index,
+    lane_widths,
+    pallas_applies,
+    pallas_schedule,
+)
 from gsched.costmodel.params import CostParams
 from gsched.costmodel.schedule import decode_placement
 from gsched.formats import load_graph
@@ -176,5 +181,32 @@ def test_lowers_for_a_gpu_through_triton(d):
 
     lowered = jax.jit(jax.vmap(jax.vmap(one))).trace(keys).lower(lowering_platforms=("cuda",))
     text = lowered.as_text()
-    assert text.count("xla.gpu.triton") == 1
-    assert "grid_x = 5 : i32, grid_y = 2 : i32" in text and "num_warps = 4" in text
+    # One call per lane width (V_p = 32 for D = 1, 128 for D = 3); the two vmaps merge into
+    # one grid axis of 10 program instances.
+    assert text.count("xla.gpu.triton") == {1: 2, 3: 3}[d]
+    assert "grid_x = 10 : i32, grid_y = 1 : i32" in text and "num_warps = 4" in text
+
+
+def test_lane_width_is_the_narrowest_that_holds_every_chromosome():
+    assert lane_widths(128) == (128, 64, 32) and lane_widths(32) == (32, 16)
+    assert lane_widths(16) == (16,)
+    widths = lane_widths(128)
+    for counts, index in (([10, 100], 0), ([10, 40], 1), ([64, 3], 1), ([10, 32], 2)):
+        assert int(lane_width_index(jnp.asarray(counts), widths)) == index
+
+
+def test_a_chain_across_devices_runs_at_full_width():
+    # 32 ops in a chain, alternately pinned to two devices: 63 items run (32 ops, 31
+    # transfers), more than half of the V_p = 64 slots, so only the widest kernel holds them
+    # (the identity tests above run the narrower ones).
+    n = 32
+    graph = make_graph(compute_cost=np.ones(n), temporary_memory=np.zeros(n),
+                       tensor_producer=np.arange(n - 1), tensor_size=np.full(n - 1, 4.0),
+                       tensor_is_control=np.zeros(n - 1, bool), edge_tensor=np.arange(n - 1),
+                       edge_consumer=np.arange(1, n))
+    bucket = Bucket(32, 32, 32)
+    pinned = jnp.asarray(np.arange(n) % 2, jnp.int32)
+    keys = tie_keys(np.random.default_rng(9), graph, 3, 2, bucket=bucket)
+    got = compare(pad_graph(graph, bucket), keys, 2, pinned=pinned)
+    assert (np.asarray(got.num_steps) == 2 * n - 1).all()
+    assert int(lane_width_index(jnp.asarray([2 * n - 1]), lane_widths(64))) == 0
