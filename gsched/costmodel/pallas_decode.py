@@ -45,6 +45,7 @@ from jax.experimental import pallas as pl
 from jax.experimental.pallas import triton as plt
 
 from gsched.core import fixedpoint as fp
+from gsched.core.batching import flat_batch
 from gsched.core.padding import PaddedGraph
 from gsched.costmodel.params import CostParams
 from gsched.costmodel.schedule import (
@@ -127,10 +128,9 @@ def _batched_decode(num_devices: int, chunk: int, k: int, interpret: bool | None
     """``(word [B, V_p], pop_row [B, V_p, 6], entry [B, 2, Q + chunk], count [B])`` →
     ``(steps [B, V_p], makespan [B, 2])``: the kernel vmapped over the batch (its grid), at the
     narrowest of :func:`lane_widths` that holds the whole batch (one ``lax.switch``). A
-    ``custom_vmap`` function: vmapping it (over graphs, or a caller's own ``vmap``) merges the
-    new axis into the batch, so the width stays one unbatched choice."""
+    :func:`~gsched.core.batching.flat_batch` function: vmapping it (over graphs, or a caller's
+    own ``vmap``) merges the new axis into the batch, so the width stays one unbatched choice."""
 
-    @jax.custom_batching.custom_vmap
     def decode(word, pop_row, entry, count):
         vp = word.shape[1]
 
@@ -150,16 +150,7 @@ def _batched_decode(num_devices: int, chunk: int, k: int, interpret: bool | None
         return lax.switch(lane_width_index(count, widths), [at_width(w) for w in widths],
                           word, pop_row, entry)
 
-    @decode.def_vmap
-    def merged(axis_size, in_batched, *args):
-        def merge(x, batched):
-            x = x if batched else jnp.broadcast_to(x, (axis_size,) + x.shape)
-            return x.reshape((-1,) + x.shape[2:])
-
-        out = decode(*map(merge, args, in_batched))
-        return tuple(x.reshape((axis_size, -1) + x.shape[1:]) for x in out), (True, True)
-
-    return decode
+    return flat_batch(decode)
 
 
 def _decode_call(vp: int, num_devices: int, chunk: int, k: int, interpret: bool | None):

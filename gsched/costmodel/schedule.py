@@ -36,6 +36,7 @@ import jax.numpy as jnp
 from jax import lax
 
 from gsched.core import fixedpoint as fp
+from gsched.core.batching import flat_batch
 from gsched.core.padding import PaddedGraph
 from gsched.costmodel.params import CostParams
 
@@ -440,24 +441,10 @@ def schedule_step(tables: ScheduleTables, state: ScheduleState, num_devices: int
 
 @functools.cache
 def _batched_step(num_devices: int, chunk: int):
-    """:func:`_step` as a ``custom_vmap`` function: vmapping it merges the new batch axis into
-    the existing leading one instead of batching every gather and scatter."""
-
-    @jax.custom_batching.custom_vmap
-    def step(tables, state):
-        return _step(tables, state, num_devices, chunk)
-
-    @step.def_vmap
-    def merged(axis_size, in_batched, tables, state):
-        def merge(x, batched):
-            x = x if batched else jnp.broadcast_to(x, (axis_size,) + x.shape)
-            return x.reshape((-1,) + x.shape[2:])
-
-        out = step(*jax.tree.map(merge, (tables, state), tuple(in_batched)))
-        out = jax.tree.map(lambda x: x.reshape((axis_size, -1) + x.shape[1:]), out)
-        return out, jax.tree.map(lambda _: True, out)
-
-    return step
+    """:func:`_step` as a :func:`~gsched.core.batching.flat_batch` function: vmapping it merges
+    the new batch axis into the existing leading one instead of batching every gather and
+    scatter."""
+    return flat_batch(lambda tables, state: _step(tables, state, num_devices, chunk))
 
 
 def _step(tables: ScheduleTables, s: ScheduleState, num_devices: int,
