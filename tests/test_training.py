@@ -248,6 +248,19 @@ def test_best_survives_resume(tmp_path):
     assert sorted(p.name for p in (tmp_path / "best").iterdir()) == ["2"]  # 2nd improvement
 
 
+def test_resuming_with_another_best_key_ranks_afresh(tmp_path, capsys):
+    def validate(state):
+        step = int(state["step"])
+        return {"a": {3: 1.0, 6: 2.0, 9: 9.0}[step], "b": {3: 5.0, 6: 4.0, 9: 3.0}[step]}
+
+    train(tmp_path, 6, validate=validate, best_key="a", higher_is_better=False)
+    assert read_checkpoint_metadata(tmp_path / "best")["best_value"] == 1.0  # a, step 3
+    train(tmp_path, 9, validate=validate, best_key="b", higher_is_better=False, resume=True)
+    assert "ranked by 'a', this run ranks by 'b'" in capsys.readouterr().err
+    best = read_checkpoint_metadata(tmp_path / "best")  # b's 3.0 (step 9), not vs a's 1.0
+    assert (best["best_value"], best["step"], best["best_key"]) == (3.0, 9, "b")
+
+
 def test_validation_value_errors(tmp_path):
     with pytest.raises(ValueError, match="pass best_key"):
         train(tmp_path / "a", 3, validate=lambda s: {"a": 1.0, "b": 2.0})

@@ -103,7 +103,9 @@ def run_training(state: State, train_step: Callable[[State, Any], tuple[State, M
       entry that ranks checkpoints; it may be omitted for a one-entry dict); it must not
       depend on anything that changes between runs. It runs every ``validate_every`` steps
       (default ``checkpoint_every``) and at the end; a new best value (``higher_is_better``;
-      NaN never is) is saved to ``run_dir/best``.
+      NaN never is) is saved to ``run_dir/best``. Checkpoints record ``best_key``: resuming
+      with another one says so and ranks the best afresh (values of different keys are not
+      compared).
     * A checkpoint is written every ``checkpoint_every`` steps, at the end, and when the loop
       stops on an exception or ``KeyboardInterrupt`` (which is then re-raised); the last
       ``keep`` are kept.
@@ -152,6 +154,12 @@ def run_training(state: State, train_step: Callable[[State, Any], tuple[State, M
             start, elapsed = meta["step"], meta["elapsed"]
             if meta["best_step"] is not None:
                 best = (meta["best_value"], meta["best_step"])
+                ranked_by = meta.get("best_key", best_key)  # older checkpoints: not recorded
+                if ranked_by != best_key:
+                    print(f"{run_dir}: the best checkpoint was ranked by {ranked_by!r}, this run "
+                          f"ranks by {best_key!r}: the best is chosen afresh from here",
+                          file=sys.stderr)
+                    best = None
             if start > steps:
                 raise ValueError(f"{run_dir}: the checkpoint is at step {start}, past "
                                  f"steps={steps}")
@@ -178,7 +186,7 @@ def _loop(state, train_step, make_batch, start, steps, ckpt, log, bar, best, ela
 
     def metadata():
         return {"best_value": None if best is None else best[0],
-                "best_step": None if best is None else best[1],
+                "best_step": None if best is None else best[1], "best_key": best_key,
                 "elapsed": elapsed + time.perf_counter() - t0, "config": config}
 
     def write_line(extra):
