@@ -110,3 +110,10 @@ def test_topoformer_method(trained):
 def test_missing_checkpoint_says_how_to_train(tmp_path):
     with pytest.raises(ValueError, match="python -m train.topoformer"):
         topo_method.build_topoformer(checkpoint=str(tmp_path / "nothing"))
+
+
+def test_an_unknown_selection_value_is_refused_before_training(tmp_path):
+    with pytest.raises(ValueError, match="select_on='ratio_to_xla'"):
+        entry.main(["--config", "train/configs/topoformer_small.toml", "--run-dir",
+                    str(tmp_path / "run"), *TINY_OVERRIDES, "select_on=ratio_to_xla"])
+    assert not (tmp_path / "run" / "metrics.jsonl").exists()

@@ -83,6 +83,10 @@ class TrainConfig:
     data: DataConfig = DataConfig()
 
 
+REFERENCES = ("xla_list", "xla_default")  # the heuristics validation compares against
+VALIDATION_VALUES = tuple(f"ratio_to_{name}" for name in REFERENCES) + ("ratio_to_initial",)
+
+
 def bucket_of(data: DataConfig) -> Bucket:
     nodes = next_pow2(data.max_nodes)
     return Bucket(nodes, nodes, next_pow2(data.edges_per_node * data.max_nodes))
@@ -108,6 +112,8 @@ def main(argv: list[str] | None = None) -> int:
     args, config, run_dir = parse_run_arguments(
         "python -m train.topoformer", __doc__, TrainConfig, argv)
     rl = config.reinforce
+    if config.select_on not in VALIDATION_VALUES:
+        raise ValueError(f"select_on={config.select_on!r}: expected one of {VALIDATION_VALUES}")
 
     bucket = bucket_of(config.data)
     val_graphs = graphs_for(config.data, config.data.val_graphs, (1,))
@@ -115,7 +121,7 @@ def main(argv: list[str] | None = None) -> int:
     reference = {name: jnp.asarray([evaluate_order(g, *HEURISTICS[name](g, 1, 0)[:2],
                                                    bucket=bucket)["peak_memory"]
                                     for g in val_graphs])
-                 for name in ("xla_list", "xla_default")}
+                 for name in REFERENCES}
     model = Topoformer(config.model, jax.random.key(config.seed))
     state = init_state(model, rl, jax.random.key(config.seed + 1), validation)
     initial = state.baseline_val  # the initial policy's greedy peaks
