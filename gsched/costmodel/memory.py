@@ -42,8 +42,7 @@ def memory_units(graph: PaddedGraph) -> tuple[jnp.ndarray, fp.Fixed, fp.Fixed]:
     memory computation (this module, Topoformer's decoder) uses it, so all round alike."""
     size = jnp.where(graph.tensor_mask, graph.tensor_size, 0.0)
     temporary = jnp.where(graph.op_mask, graph.temporary_memory, 0.0)
-    unit = fp.choose_unit(fp.ordered_sum(size) + jnp.max(temporary),
-                           MEMORY_VALUE_BITS)
+    unit = fp.choose_unit(fp.ordered_sum(size) + jnp.max(temporary), MEMORY_VALUE_BITS)
     return (unit, fp.from_float(size, unit, MEMORY_LO_BITS),
             fp.from_float(temporary, unit, MEMORY_LO_BITS))
 

@@ -157,7 +157,8 @@ def run_training(state: State, train_step: Callable[[State, Any], tuple[State, M
                 ranked_by = meta.get("best_key", best_key)  # older checkpoints: not recorded
                 if ranked_by != best_key:
                     print(f"{run_dir}: the best checkpoint was ranked by {ranked_by!r}, this run "
-                          f"ranks by {best_key!r}: the best is chosen afresh from here",
+                          f"ranks by {best_key!r}: the best is chosen afresh from the next "
+                          f"validation on (until then {run_dir / BEST_DIR} keeps the old one)",
                           file=sys.stderr)
                     best = None
             if start > steps:
