@@ -1,6 +1,7 @@
 """Topoformer training (REINFORCE, greedy-rollout baseline), its entry point, model export and
 the ``topoformer`` optimize method."""
 
+import dataclasses
 import json
 
 import equinox as eqx
@@ -11,6 +12,7 @@ import pytest
 
 from gsched import batch_graphs, layered_graph, random_computation_graph
 from gsched.core.padding import Bucket
+from gsched.infra.checkpoint import read_checkpoint_metadata
 from gsched.methods import optimize
 from gsched.policies.topoformer import checkpoint as topo_checkpoint
 from gsched.policies.topoformer import method as topo_method
@@ -117,3 +119,28 @@ def test_an_unknown_selection_value_is_refused_before_training(tmp_path):
         entry.main(["--config", "train/configs/topoformer_small.toml", "--run-dir",
                     str(tmp_path / "run"), *TINY_OVERRIDES, "select_on=ratio_to_xla"])
     assert not (tmp_path / "run" / "metrics.jsonl").exists()
+
+
+def test_init_from_starts_from_an_export_and_refuses_another_model(trained, tmp_path):
+    run_dir, _ = trained
+    exported, _ = topo_checkpoint.load_model(run_dir)
+    config = entry.TrainConfig(model=TINY, init_from=str(run_dir))
+    for a, b in zip(_arrays(entry.initial_model(config)), _arrays(exported)):
+        np.testing.assert_array_equal(a, b)
+    wider = dataclasses.replace(TINY, dim=16)
+    with pytest.raises(ValueError, match="init_from=.*holds a model with"):
+        entry.initial_model(entry.TrainConfig(model=wider, init_from=str(run_dir)))
+    with pytest.raises(ValueError, match="does not exist"):
+        entry.initial_model(entry.TrainConfig(model=TINY, init_from=str(tmp_path / "none")))
+    # a fine-tuning run of the entry point starts from the export: its first validation
+    # ratio to the initial policy is measured against the export's own greedy peaks
+    code = entry.main(["--config", "train/configs/topoformer_small.toml", "--run-dir",
+                       str(tmp_path / "fine"), *TINY_OVERRIDES, "steps=2",
+                       f"init_from={run_dir}", "reinforce.learning_rate=1e-9"])
+    assert code == 0
+    records = [json.loads(line)
+               for line in (tmp_path / "fine" / "metrics.jsonl").read_text().splitlines()]
+    export = read_checkpoint_metadata(run_dir / topo_checkpoint.MODEL_DIR)
+    assert records[-1]["val/ratio_to_initial"] == pytest.approx(1.0, abs=1e-3)
+    assert records[-1]["val/ratio_to_xla_list"] == pytest.approx(
+        export["val_ratio_to_xla_list"], rel=1e-3)

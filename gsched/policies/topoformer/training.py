@@ -18,6 +18,11 @@ and to the initial policy (``val/ratio_to_initial``); ``select_on`` names the on
 checkpoints (lower is better; default ``ratio_to_xla_list``, what the shipped small model was
 selected on). At the end, the best policy
 is exported to ``<run_dir>/model`` (what ``--method topoformer --checkpoint`` loads).
+
+``init_from`` (a model export or a run directory holding one) starts the policy and the
+baseline from that model's weights instead of ``seed``'s initialization, e.g. to fine-tune an
+earlier run at a lower learning rate; its model config must equal ``model``. The optimizer
+state, the step count and the data stream start afresh.
 """
 
 from __future__ import annotations
@@ -38,7 +43,7 @@ from gsched.generators import layered_graph
 from gsched.infra.checkpoint import load_checkpoint
 from gsched.infra.config import parse_run_arguments
 from gsched.infra.train_loop import run_training
-from gsched.policies.topoformer.checkpoint import MODEL_DIR, save_model
+from gsched.policies.topoformer.checkpoint import MODEL_DIR, load_model, save_model
 from gsched.policies.topoformer.model import Topoformer, TopoformerConfig
 from gsched.policies.topoformer.reinforce import (
     Batch,
@@ -78,6 +83,7 @@ class TrainConfig:
     log_every: int = 25
     seed: int = 0
     select_on: str = "ratio_to_xla_list"  # the validation value that ranks checkpoints
+    init_from: str | None = None  # a model export to start from (default: a fresh model)
     model: TopoformerConfig = TopoformerConfig()
     reinforce: ReinforceConfig = ReinforceConfig()
     data: DataConfig = DataConfig()
@@ -108,6 +114,18 @@ def batch_maker(config: TrainConfig):
     return make
 
 
+def initial_model(config: TrainConfig) -> Topoformer:
+    """A fresh model from ``config.seed``, or ``config.init_from``'s weights (whose model config
+    must equal ``config.model``; a mismatch raises ``ValueError`` naming both)."""
+    if config.init_from is None:
+        return Topoformer(config.model, jax.random.key(config.seed))
+    model, model_config = load_model(config.init_from)
+    if model_config != config.model:
+        raise ValueError(f"init_from={config.init_from!r} holds a model with {model_config}, "
+                         f"but this run's [model] is {config.model}")
+    return model
+
+
 def main(argv: list[str] | None = None) -> int:
     args, config, run_dir = parse_run_arguments(
         "python -m train.topoformer", __doc__, TrainConfig, argv)
@@ -122,7 +140,7 @@ def main(argv: list[str] | None = None) -> int:
                                                    bucket=bucket)["peak_memory"]
                                     for g in val_graphs])
                  for name in REFERENCES}
-    model = Topoformer(config.model, jax.random.key(config.seed))
+    model = initial_model(config)
     state = init_state(model, rl, jax.random.key(config.seed + 1), validation)
     initial = state.baseline_val  # the initial policy's greedy peaks
     step_fn = make_train_step(rl)
