@@ -24,10 +24,11 @@ test: install
 test-slow: install
 	$(PYTHON) -m pytest $(PYTEST_FLAGS) -m slow
 
-## Train a REGAL policy on built-in synthetic graphs (minutes on a CPU); run dir runs/regal_small,
-## best policy exported to runs/regal_small/policy. ARGS: e.g. ARGS="--resume" or overrides.
+## Train a REGAL runtime policy on built-in synthetic graphs (minutes on a CPU); run dir
+## runs/regal_runtime_small, best policy exported to runs/regal_runtime_small/policy. ARGS: e.g.
+## ARGS="--resume" or overrides.
 train: install
-	$(PYTHON) -m train.regal --config train/configs/regal_small.toml $(ARGS)
+	$(PYTHON) -m train.regal --config train/configs/regal_runtime_small.toml $(ARGS)
 
 ## Cost-model throughput and BRKGA 5K wall time (on one device, then with the batch split over
 ## one XLA device per CPU core); writes docs/benchmarks.md.

@@ -49,7 +49,8 @@ def load_policy(path: str | Path) -> tuple[Policy, dict]:
     if not path.exists():
         raise ValueError(
             f"no REGAL checkpoint at {path}; train one with `make train` (python -m train.regal "
-            "--config train/configs/regal_small.toml --run-dir DIR) and pass "
+            "--config train/configs/regal_runtime_small.toml --run-dir DIR; regal_small.toml "
+            "for peak memory) and pass "
             "--checkpoint DIR/policy (or copy it there)")
     try:
         meta = read_checkpoint_metadata(path)
