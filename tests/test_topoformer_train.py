@@ -144,3 +144,16 @@ def test_init_from_starts_from_an_export_and_refuses_another_model(trained, tmp_
     assert records[-1]["val/ratio_to_initial"] == pytest.approx(1.0, abs=1e-3)
     assert records[-1]["val/ratio_to_xla_list"] == pytest.approx(
         export["val_ratio_to_xla_list"], rel=1e-3)
+
+
+def test_shipped_checkpoints_load_by_name():
+    for name in topo_checkpoint.SHIPPED:
+        assert (topo_checkpoint.CHECKPOINTS / name).is_dir(), name
+    model, config = topo_checkpoint.load_model("topoformer_mid")
+    assert (config.dim, config.num_layers, config.heads_per_relation) == (128, 3, 4)
+    graphs = [layered_graph(30, 5)]
+    out = optimize("topoformer", graphs, num_devices=1, budget=1,
+                   options={"checkpoint": "topoformer_mid", "decode": "greedy"})
+    assert sorted(j for _, j in out.results[0]["order"]) == list(range(30))
+    with pytest.raises(ValueError, match="name a shipped one"):
+        topo_checkpoint.load_model("topoformer_huge")

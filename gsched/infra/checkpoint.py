@@ -72,6 +72,15 @@ def _save_args(state: Any, metadata: Mapping[str, Any]) -> ocp.args.Composite:
     return ocp.args.Composite(state=ocp.args.StandardSave(data), meta=ocp.args.JsonSave(meta))
 
 
+def shipped_or_path(path: str | Path, shipped: Path) -> Path:
+    """``path``, or ``shipped / path`` when ``path`` is a bare name that does not exist here
+    but names a checkpoint in the folder ``shipped`` (a policy family's shipped checkpoints)."""
+    path = Path(path)
+    if not path.exists() and len(path.parts) == 1 and (shipped / path).is_dir():
+        return shipped / path
+    return path
+
+
 def _resolve(path: Path) -> Path:
     """A checkpoint directory: ``path`` itself, the latest step of a checkpoint folder, or for a
     run directory its best checkpoint (the latest one when there is no best)."""

@@ -58,16 +58,18 @@ def save_policy(path: str | Path, net: PolicyNetwork, spec: PolicySpec,
 
 
 def load_policy(path: str | Path, method: str = "go") -> tuple[PolicyNetwork, PolicySpec, dict]:
-    """``(network, spec, metadata)`` of a policy export or a run directory holding one; a
-    missing or foreign checkpoint raises ``ValueError`` naming the path and how to train one."""
+    """``(network, spec, metadata)`` of a policy export, a run directory holding one or a
+    shipped checkpoint's name (``"go"``, ``"gdp"``); a missing or foreign checkpoint raises
+    ``ValueError`` naming the path and how to train one."""
     from gsched.infra.checkpoint import (
         CheckpointError,
         load_checkpoint,
         read_checkpoint_metadata,
+        shipped_or_path,
     )
     from gsched.infra.config import ConfigError, config_from_dict
 
-    path = Path(path)
+    path = shipped_or_path(path, CHECKPOINTS)
     if (path / POLICY_DIR).is_dir():
         path = path / POLICY_DIR
     if not path.exists():

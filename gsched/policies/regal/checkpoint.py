@@ -28,7 +28,8 @@ POLICY_KIND = "regal_policy"  # metadata "kind" of a policy export
 
 
 def load_policy(path: str | Path) -> tuple[Policy, dict]:
-    """``(policy, metadata)`` from a policy export or a training checkpoint / run directory.
+    """``(policy, metadata)`` from a policy export, a training checkpoint / run directory or a
+    shipped checkpoint's name (``"regal_runtime"``, a folder of ``checkpoints/``).
 
     Raises ``ValueError`` naming the path (and how to train one) when there is none.
     """
@@ -36,6 +37,7 @@ def load_policy(path: str | Path) -> tuple[Policy, dict]:
         CheckpointError,
         load_checkpoint,
         read_checkpoint_metadata,
+        shipped_or_path,
     )
     from gsched.infra.config import config_from_dict
     from gsched.policies.regal.reinforce import (
@@ -45,7 +47,7 @@ def load_policy(path: str | Path) -> tuple[Policy, dict]:
         models_of,
     )
 
-    path = Path(path)
+    path = shipped_or_path(path, CHECKPOINTS)
     if not path.exists():
         raise ValueError(
             f"no REGAL checkpoint at {path}; train one with `make train` (python -m train.regal "

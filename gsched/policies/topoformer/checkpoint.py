@@ -1,6 +1,8 @@
 """Topoformer checkpoints: model exports (metadata ``kind = "topoformer_model"``), written by
 ``python -m train.topoformer`` to ``<run_dir>/model``; a run directory stands for its ``model``
-export. The default is the small model shipped in ``checkpoints/topoformer_small``. Loading
+export. The default is the small model shipped in ``checkpoints/topoformer_small``; a shipped
+checkpoint can also be named instead of given as a path (``"topoformer_mid"``: the mid-size
+model, better on graphs of 500 nodes and more; ``checkpoints/MODEL_CARD.md``). Loading
 imports orbax (:mod:`gsched.infra.checkpoint`), so it happens on demand, never at import.
 """
 
@@ -18,9 +20,10 @@ CHECKPOINTS = Path(__file__).parent / "checkpoints"
 DEFAULT_CHECKPOINT = CHECKPOINTS / "topoformer_small"
 MODEL_KIND = "topoformer_model"  # metadata "kind" of a model export
 MODEL_DIR = "model"  # a run directory's model export
+SHIPPED = ("topoformer_small", "topoformer_mid")  # names of the shipped checkpoints
 TRAIN_HINT = ("train one with `python -m train.topoformer --config "
               "train/configs/topoformer_small.toml --run-dir DIR` and pass "
-              "--checkpoint DIR")
+              f"--checkpoint DIR, or name a shipped one ({', '.join(SHIPPED)})")
 
 
 def save_model(path: str | Path, model: Topoformer, config: TopoformerConfig,
@@ -34,12 +37,17 @@ def save_model(path: str | Path, model: Topoformer, config: TopoformerConfig,
 
 
 def load_model(path: str | Path) -> tuple[Topoformer, TopoformerConfig]:
-    """``(model, config)`` from a model export or a run directory holding one; a missing or
-    foreign checkpoint raises ``ValueError`` naming the path and how to train one."""
-    from gsched.infra.checkpoint import load_checkpoint, read_checkpoint_metadata
+    """``(model, config)`` from a model export, a run directory holding one or a shipped
+    checkpoint's name; a missing or foreign checkpoint raises ``ValueError`` naming the path
+    and how to train one."""
+    from gsched.infra.checkpoint import (
+        load_checkpoint,
+        read_checkpoint_metadata,
+        shipped_or_path,
+    )
     from gsched.infra.config import config_from_dict
 
-    path = Path(path)
+    path = shipped_or_path(path, CHECKPOINTS)
     if (path / MODEL_DIR).is_dir():
         path = path / MODEL_DIR
     if not path.exists():
