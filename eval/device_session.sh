@@ -10,7 +10,8 @@
 # (the Pallas identity tests compiled for the GPU), profile (stage costs of one evaluation),
 # go_gdp (GDP and GO full configs), scaling (the throughput table from 100 to 10,000 ops);
 # not in the default list: mid (the whole mid-size Topoformer config of issue #15 §3, ~2,000
-# steps, or MID_ARGS's; its exported model comes back as $OUT/topoformer_mid.tgz).
+# steps, or MID_ARGS's; its exported model comes back as $OUT/topoformer_mid.tgz) and tune
+# (the kernel's chunk sweep at 500 ops, D = 2).
 # 2026-11-26 on an H200: the first call ran "check bench train tests", the second
 # "profile go_gdp scaling". Since then the kernel runs at up to three lane widths (one Triton
 # compile each; limits raised for it): its first timing is the D = 2 rows of "check" and
@@ -99,6 +100,15 @@ scaling() {
   step 90 bench_10000 $PY -m eval.bench_cost_model --sizes 10000 --devices 1,2 --repeats 1 \
     --chunks 8 --sweep-populations '' --batch-graphs 0 --schedulers '' --decoder-sizes '' \
     --output "$OUT/benchmarks.md" --section-title "Cost-model throughput at 10,000 ops — GPU"
+}
+
+tune() {  # the kernel's chunk (successor entries per inner iteration) at 500 ops, D = 2: its
+  # [chunk, V_p] compare is the largest temporary of a program (registers, hence programs per
+  # SM); chunk 8 is the only value timed on a GPU so far
+  [ -f "$OUT/benchmarks.md" ] || cp docs/benchmarks.md "$OUT/benchmarks.md"
+  step 240 bench_chunks $PY -m eval.bench_cost_model --sizes 500 --devices 2 --repeats 2 \
+    --chunks 1,2,4,8 --sweep-populations '' --batch-graphs 0 --schedulers '' --decoder-sizes '' \
+    --output "$OUT/benchmarks.md" --section-title "Kernel chunk sweep, 500 ops, D = 2 — GPU"
 }
 
 mid() {  # at the H200's ~10 steps/s of the larger full config, a few minutes. MID_ARGS: config

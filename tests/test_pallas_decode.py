@@ -81,6 +81,14 @@ def test_matches_the_loop_bit_for_bit(d):
         assert feasible.any() and not feasible.all()  # the capacity bites for some
 
 
+@pytest.mark.parametrize("chunk", [1, 2, 16])
+def test_any_chunk_of_successor_entries_matches(chunk):
+    """The inner loop's window width (``eval/device_session.sh tune`` sweeps it on a GPU)."""
+    rng = np.random.default_rng(40 + chunk)
+    graph = small_graphs(rng)[1]
+    compare(pad_graph(graph, BUCKET), tie_keys(rng, graph, 4, 2), 2, chunk=chunk)
+
+
 def test_pinned_ops_and_fusion():
     rng = np.random.default_rng(4)
     graph = with_inputs(random_computation_graph(20, rng), rng)
