@@ -134,10 +134,14 @@ def test_init_from_starts_from_an_export_and_refuses_another_model(trained, tmp_
         entry.initial_model(entry.TrainConfig(model=TINY, init_from=str(tmp_path / "none")))
     # a fine-tuning run of the entry point starts from the export: its first validation
     # ratio to the initial policy is measured against the export's own greedy peaks
+    # (and keep_checkpoints keeps more than the default 3 rotating checkpoints)
     code = entry.main(["--config", "train/configs/topoformer_small.toml", "--run-dir",
-                       str(tmp_path / "fine"), *TINY_OVERRIDES, "steps=2",
-                       f"init_from={run_dir}", "reinforce.learning_rate=1e-9"])
+                       str(tmp_path / "fine"), *TINY_OVERRIDES, "steps=4", "checkpoint_every=1",
+                       "keep_checkpoints=5", f"init_from={run_dir}",
+                       "reinforce.learning_rate=1e-9"])
     assert code == 0
+    kept = sorted(int(p.name) for p in (tmp_path / "fine" / "checkpoints").iterdir())
+    assert kept == [1, 2, 3, 4]
     records = [json.loads(line)
                for line in (tmp_path / "fine" / "metrics.jsonl").read_text().splitlines()]
     export = read_checkpoint_metadata(run_dir / topo_checkpoint.MODEL_DIR)

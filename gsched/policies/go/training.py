@@ -132,6 +132,7 @@ class TrainConfig:
     steps: int = 200
     batch_size: int = 4
     checkpoint_every: int = 50
+    keep_checkpoints: int = 3  # the latest checkpoints kept in run_dir/checkpoints
     validate_every: int = 25
     log_every: int = 5
     seed: int = 0
@@ -297,7 +298,7 @@ def main(argv=None, prog: str = "python -m train.go") -> int:
         f"{config.cost.scheduler}, fusion {config.cost.fusion}, run dir {run_dir}")
     run_training(
         state, train_step, make_batch, steps=config.steps, run_dir=run_dir,
-        checkpoint_every=config.checkpoint_every,
+        checkpoint_every=config.checkpoint_every, keep=config.keep_checkpoints,
         validate=make_validate(net, config, costs, valid_batch),
         validate_every=config.validate_every, best_key="reward", resume=args.resume,
         overwrite=args.overwrite, log_every=config.log_every, config=config)

@@ -112,6 +112,7 @@ class TrainConfig:
     feature_evals: int = 400
     valid_evals: int = 5000
     checkpoint_every: int = 1000
+    keep_checkpoints: int = 3  # the latest checkpoints kept in run_dir/checkpoints
     validate_every: int = 1000
     log_every: int = 100
     seed: int = 0
@@ -289,7 +290,7 @@ def main(argv=None) -> int:
         f"run dir {run_dir}")
     run_training(
         state, train_step, make_batch, steps=config.steps, run_dir=run_dir,
-        checkpoint_every=config.checkpoint_every,
+        checkpoint_every=config.checkpoint_every, keep=config.keep_checkpoints,
         validate=make_validate(models, config, costs, valid_batch, first),
         validate_every=config.validate_every, best_key="reward", resume=args.resume,
         overwrite=args.overwrite, log_every=config.log_every, config=config, mesh=mesh)

@@ -79,6 +79,7 @@ class TrainConfig:
     steps: int = 40750  # 326 epochs of 125 steps (C.1)
     batch_size: int = 8
     checkpoint_every: int = 1000
+    keep_checkpoints: int = 3  # the latest checkpoints kept in run_dir/checkpoints
     validate_every: int | None = None  # default: one epoch
     log_every: int = 25
     seed: int = 0
@@ -161,7 +162,7 @@ def main(argv: list[str] | None = None) -> int:
 
     state = run_training(
         state, train_step, batch_maker(config), steps=config.steps, run_dir=run_dir,
-        checkpoint_every=config.checkpoint_every, validate=validate,
+        checkpoint_every=config.checkpoint_every, keep=config.keep_checkpoints, validate=validate,
         validate_every=config.validate_every or rl.steps_per_epoch, higher_is_better=False,
         best_key=config.select_on, resume=args.resume, overwrite=args.overwrite,
         log_every=config.log_every, config=config)
