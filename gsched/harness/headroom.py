@@ -33,6 +33,7 @@ from gsched.baselines.dp import peak_memory_lower_bound
 from gsched.core.graph import Graph
 from gsched.harness.benchmarks import machine_description
 from gsched.harness.config import load_config
+from gsched.harness.statistics import bootstrap_interval
 from gsched.infra.progress import log, read_jsonl
 from gsched.methods import optimize
 from gsched.policies.regal.training import DataConfig, TrainConfig, training_graphs
@@ -248,10 +249,8 @@ def compare_policies(rows: Sequence[dict], methods: Sequence[str], *, reference:
                 graphs = sorted({g for g, _ in shared})
                 diff = np.array([np.mean([own[k] - base[k] for k in shared if k[0] == g])
                                  for g in graphs])
-                boot = rng.choice(diff, (bootstrap, diff.size)).mean(axis=1)
-                line.update(vs_baseline=float(diff.mean()),
-                            vs_low=float(np.percentile(boot, 2.5)),
-                            vs_high=float(np.percentile(boot, 97.5)),
+                low, high = bootstrap_interval(diff, rng, bootstrap)
+                line.update(vs_baseline=float(diff.mean()), vs_low=low, vs_high=high,
                             vs_graphs_better=int(np.sum(diff > 0)))
             out.append(line)
     return out

@@ -27,6 +27,7 @@ from gsched.baselines import HEURISTICS
 from gsched.core.padding import batch_graphs, bucket_for
 from gsched.costmodel.host import evaluate_order
 from gsched.harness.config import load_config
+from gsched.harness.statistics import bootstrap_interval
 from gsched.policies.topoformer import checkpoint as topo_checkpoint
 from gsched.policies.topoformer import hybrid
 from gsched.policies.topoformer import method as topo_method
@@ -41,13 +42,6 @@ def padded_order(order: np.ndarray, num_slots: int) -> np.ndarray:
     return np.concatenate([order, np.arange(len(order), num_slots)]).astype(np.int32)
 
 
-def bootstrap(values: np.ndarray, rng: np.random.Generator, draws: int = 10_000
-              ) -> tuple[float, float]:
-    """95 % bootstrap interval of the mean of ``values``."""
-    means = rng.choice(values, (draws, len(values))).mean(axis=1)
-    return float(np.percentile(means, 2.5)), float(np.percentile(means, 97.5))
-
-
 def run_dataset(graphs: list, model, model_config, budget: int, seeds: list[int]
                 ) -> dict[str, np.ndarray]:
     """``{method: [S, G] best peaks}`` for uniform, XLA-seeded and model-seeded BRKGA, and
@@ -60,20 +54,15 @@ def run_dataset(graphs: list, model, model_config, budget: int, seeds: list[int]
     orders, best = jax.jit(lambda k, g: topo_method.decoded_orders(
         model, model_config, "beam", k, g, WIDTH))(jax.random.key(0), padded)
     best_orders = orders[jnp.arange(len(graphs)), best]
-    seeding = {
-        "brkga": (jax.vmap(lambda g: brkga.uniform_params(bucket.chromosome_length(1)))(padded),
-                  None),
-        "xla_seeded_brkga": (
-            jax.vmap(lambda g, o: hybrid.mutant_params(g, o, KAPPA))(padded, xla_orders),
-            jax.vmap(hybrid.seed_chromosome)(padded, xla_orders)[:, None]),
-        "model_seeded_brkga": (
-            jax.vmap(lambda g, o: hybrid.mutant_params(g, o, KAPPA))(padded, best_orders),
-            jax.vmap(jax.vmap(hybrid.seed_chromosome, in_axes=(None, 0)))(padded, orders)),
+    runs = {
+        "brkga": lambda key: brkga.run_batch(key, padded, num_devices=1, budget=budget),
+        "xla_seeded_brkga": lambda key: hybrid.seeded_brkga(
+            key, padded, xla_orders[:, None], xla_orders, KAPPA, budget=budget),
+        "model_seeded_brkga": lambda key: hybrid.seeded_brkga(
+            key, padded, orders, best_orders, KAPPA, budget=budget),
     }
-    out = {name: np.stack([np.asarray(brkga.run_batch(
-        jax.random.key(seed), padded, brkga.BRKGAConfig(), params, num_devices=1,
-        budget=budget, seeds=seed_keys).best_value) for seed in seeds])
-        for name, (params, seed_keys) in seeding.items()}
+    out = {name: np.stack([np.asarray(run(jax.random.key(seed)).best_value) for seed in seeds])
+           for name, run in runs.items()}
     return {**out, "xla_default": xla_value}
 
 
@@ -85,13 +74,13 @@ def report(name: str, values: dict[str, np.ndarray], rng: np.random.Generator) -
         v = values[method]
         vs_xla = float(np.mean(v / xla[None]))
         ratio = np.mean(v / uniform, axis=0)  # seed-averaged, per graph
-        low, high = bootstrap(ratio, rng)
+        low, high = bootstrap_interval(ratio, rng)
         better = float(np.mean(v < uniform))
         rows.append(f"| {name} | {method} | {vs_xla:.4f} | {ratio.mean():.4f} [{low:.4f}, "
                     f"{high:.4f}] | {100 * better:.0f} % |")
     model, control = values["model_seeded_brkga"], values["xla_seeded_brkga"]
     ratio = np.mean(model / control, axis=0)
-    low, high = bootstrap(ratio, rng)
+    low, high = bootstrap_interval(ratio, rng)
     rows.append(f"| {name} | model- / XLA-seeded (pairs: model-seeded lower) | — | "
                 f"{ratio.mean():.4f} [{low:.4f}, {high:.4f}] | "
                 f"{100 * np.mean(model < control):.0f} % |")

@@ -94,6 +94,21 @@ def mutant_params(graph: PaddedGraph, order: jnp.ndarray,
                             beta=uniform.beta.at[scheduling].set(beta))
 
 
+def seeded_brkga(key: jax.Array, graphs: PaddedGraph, orders: jnp.ndarray,
+                  best_orders: jnp.ndarray, concentration: float, *, budget: int,
+                  objective: str = OBJECTIVE, cost_params: CostParams = CostParams()
+                  ) -> brkga.BRKGAResult:
+    """BRKGA on ``graphs [B]`` (``D = 1``) seeded with ``orders [B, K, N]`` (each a
+    :func:`seed_chromosome`) and with the scheduling genes' Betas centred on ``best_orders
+    [B, N]`` (:func:`mutant_params`). Whatever produced the orders: the Topoformer here,
+    another scheduler in ``gsched.harness.seed_control``'s control."""
+    seeds = jax.vmap(jax.vmap(seed_chromosome, in_axes=(None, 0)))(graphs, orders)
+    params = jax.vmap(lambda g, o: mutant_params(g, o, concentration))(graphs, best_orders)
+    return brkga.run_batch(key, graphs, brkga.BRKGAConfig(), params, num_devices=1,
+                           budget=budget, objective=objective, cost_params=cost_params,
+                           seeds=seeds)
+
+
 def search(model: Topoformer, config: TopoformerConfig, decoding: str, concentration: float,
            key: jax.Array, graphs: PaddedGraph, cost_params: CostParams, *, num_devices: int,
            budget: int, objective: str) -> SearchResult:
@@ -107,12 +122,8 @@ def search(model: Topoformer, config: TopoformerConfig, decoding: str, concentra
     key_decode, key_search = jax.random.split(key)
     orders, best = decoded_orders(model, config, decoding, key_decode, graphs, width)
     batch = jnp.arange(graphs.op_mask.shape[0])
-    seeds = jax.vmap(jax.vmap(seed_chromosome, in_axes=(None, 0)))(graphs, orders)
-    params = jax.vmap(lambda g, o: mutant_params(g, o, concentration))(graphs,
-                                                                         orders[batch, best])
-    result = brkga.run_batch(key_search, graphs, brkga.BRKGAConfig(), params, num_devices=1,
-                             budget=budget, objective=objective, cost_params=cost_params,
-                             seeds=seeds)
+    result = seeded_brkga(key_search, graphs, orders, orders[batch, best], concentration,
+                          budget=budget, objective=objective, cost_params=cost_params)
     return SearchResult(result.best_value, result.best_keys, result.best_evaluation,
                         result.evals_used)
 
