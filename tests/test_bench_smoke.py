@@ -1,7 +1,7 @@
 """Smoke test of the benchmarks (``python -m eval.bench_cost_model`` / ``eval.bench_brkga``): a tiny
 run writes its Markdown section, and a re-run replaces that section without touching the
 others (``gsched.harness.benchmarks.write_section``); the accelerator-session tools
-(``eval.check_decoders``, ``eval.profile_decode``) run and report."""
+(``eval.check_decoders``, ``eval.profile_decode``, ``eval.tune_kernel``) run and report."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ import re
 import numpy as np
 
 from eval import bench_cost_model as bench
-from eval import check_decoders, profile_decode
+from eval import check_decoders, profile_decode, tune_kernel
 from gsched.core.padding import pad_graph, pad_keys
 from gsched.costmodel.evaluate import evaluate_with_decoder
 from gsched.generators import random_computation_graph
@@ -102,3 +102,14 @@ def test_profile_decode_times_every_stage(capsys):
     # No Pallas on the CPU: placement, + schedule_init, + memory walk, per D.
     assert sum("ms/call" in line for line in lines) == 6
     assert sum("memory walk = evaluate_population" in line for line in lines) == 2
+
+
+def test_tune_kernel_times_every_variant_and_checks_them_identical(tmp_path):
+    out = tmp_path / "bench.md"
+    tune_kernel.main(["--size", "12", "--devices", "2", "--chunks", "1,3", "--warps", "0,2",
+                      "--population", "3", "--repeats", "1", "--output", str(out),
+                      "--section-title", TITLE])
+    text = out.read_text()
+    rows = [line for line in text.splitlines() if re.match(r"\| [13] \| (default|2) \|", line)]
+    assert len(rows) == 4
+    assert "Pallas' interpreter" in text and "Fastest: chunk" in text

@@ -19,13 +19,14 @@ from gsched.costmodel import evaluate as evaluate_module
 from gsched.costmodel.evaluate import evaluate_with_decoder
 from gsched.costmodel.host import item_to_tuple
 from gsched.costmodel.pallas_decode import (
+    active_entries,
     lane_width_index,
     lane_widths,
     pallas_applies,
     pallas_schedule,
 )
 from gsched.costmodel.params import CostParams
-from gsched.costmodel.schedule import decode_placement
+from gsched.costmodel.schedule import decode_placement, schedule_init
 from gsched.formats import load_graph
 from gsched.generators import random_computation_graph
 from tests.graphs import SHARED_DIAMOND, assert_identical, with_inputs
@@ -218,3 +219,30 @@ def test_a_chain_across_devices_runs_at_full_width():
     got = compare(pad_graph(graph, bucket), keys, 2, pinned=pinned)
     assert (np.asarray(got.num_steps) == 2 * n - 1).all()
     assert int(lane_width_index(jnp.asarray([2 * n - 1]), lane_widths(64))) == 0
+
+
+@pytest.mark.parametrize("d", [1, 2, 3])
+def test_active_entries_are_each_items_firing_entries(d):
+    # The compacted table against the loop's: for every running item, the same successor
+    # slots as its entries whose activation device is the item's device; nothing else kept
+    # (the firing entries of all items fit the table, with room to spare).
+    rng = np.random.default_rng(60 + d)
+    for graph in small_graphs(rng):
+        padded = jax.tree.map(jnp.asarray, pad_graph(graph, BUCKET))
+        for k in tie_keys(rng, graph, 3, d):
+            k = jnp.asarray(k[:BUCKET.chromosome_length(d)])
+            placement = decode_placement(padded, k, d)
+            tables, _ = schedule_init(padded, k, placement, jax.tree.map(jnp.asarray, PARAMS), d)
+            runs = np.concatenate([np.asarray(padded.op_mask), np.asarray(
+                placement.transfer_exists).reshape(-1)])[np.asarray(tables.item_at_rank)]
+            slot = np.where(runs, np.cumsum(runs) - 1, -1).astype(np.int32)
+            successor, first, last = map(np.asarray, active_entries(
+                padded, tables, placement, jnp.asarray(slot), d))
+            pop, entry = np.asarray(tables.pop_row), np.asarray(tables.entry)
+            kept = 0
+            for r in np.nonzero(runs)[0]:
+                mine = entry[pop[r, 4]:pop[r, 5]]
+                want = sorted(slot[mine[mine[:, 1] == pop[r, 0], 0]])
+                assert sorted(successor[first[r]:last[r]]) == want and min(want, default=0) >= 0
+                kept += len(want)
+            assert kept > 0 and (successor[kept:] == -1).all()

@@ -9,7 +9,9 @@ is known. Any ``D``; the list scheduler only.
 
 Plain JAX prepares each chromosome's inputs with the loop decoder's own
 :func:`~gsched.costmodel.schedule.schedule_init` (ranks, fixed-point durations, in-degrees, CSR
-successor entries, devices) and turns the kernel's outputs back into a :class:`Schedule` with
+successor entries, devices), keeps only the successor entries that fire under the chromosome's
+placement (:func:`active_entries`: ~40 % of them at 500 ops, D = 2), and turns the kernel's
+outputs back into a :class:`Schedule` with
 :func:`~gsched.costmodel.schedule.schedule_result`, so both decoders share every rule but the
 loop itself. Inside the kernel, everything is indexed by *slot*: the rank among the items that
 can run (real ops and existing transfers; absent transfer slots are most of ``V = N + T·D`` at
@@ -19,24 +21,24 @@ two, as Triton wants for every tensor:
 * ``word [V_p]``: ``(unfinished dependencies << k) | slot`` for an item that can still run
   (``k`` = bits of a slot), :data:`NEVER` for unused slots and items already scheduled, so the
   ready item with the largest priority is ``min(word)`` (ready words are ``< 2**k``);
-* ``ready [V_p]`` (hi, lo) and ``free [D_p]`` (hi, lo): exact fixed-point ready and free times;
-* ``steps [V_p]``: ``−1 − step`` once scheduled (the loop's encoding), else 0.
+* ``ready [V_p]`` (hi, lo) and ``free [D_p]`` (hi, lo): exact fixed-point ready and free times.
 
-A step takes the minimum word, reads the item's device, source device, duration and entry range
-with scalar loads, computes its start and end (SPEC §4), and walks its successor entries
-``chunk`` at a time: one contiguous ``[chunk]`` load of slots and activation devices, compared
-against the lane index (``[chunk, V_p]``) and summed over the chunk, so decrementing in-degrees
-and raising ready times are vector selects instead of scatters. Per step that is ``O(V_p)``
-work plus ``O(chunk · V_p)`` per chunk of entries, ``O((V_p + Q) · V_p)`` per chromosome (``Q``
-successor entries). So the kernel is compiled at up to three widths (``V_p``, ``V_p / 2``,
-``V_p / 4``: :func:`lane_widths`) and a call runs the narrowest that holds every chromosome's
-running items (often about 40 % of the static bound at ``D ≥ 2``), chosen once per call by a
-``lax.switch`` outside the grid.
+A step takes the minimum word, writes its slot to the ``order`` output (a scalar store, never
+read back), reads the item's device, source device, duration and entry range with scalar
+loads, computes its start and end (SPEC §4), and walks its firing successor entries ``chunk``
+at a time: each a scalar load compared against the lane index, the compares or-ed into one
+``[V_p]`` mask, so decrementing in-degrees and raising ready times are vector selects instead
+of scatters. Per step that is ``O(V_p)`` work plus ``O((chunk + 5) · V_p)`` per window of
+entries, ``O((V_p + Q) · V_p)`` per chromosome (``Q`` firing entries). So the kernel is
+compiled at up to three widths (``V_p``, ``V_p / 2``, ``V_p / 4``: :func:`lane_widths`) and a
+call runs the narrowest that holds every chromosome's running items (often about 40 % of the
+static bound at ``D ≥ 2``), chosen once per call by a ``lax.switch`` outside the grid.
 """
 
 from __future__ import annotations
 
 import functools
+import operator
 
 import jax
 import jax.numpy as jnp
@@ -52,6 +54,8 @@ from gsched.costmodel.schedule import (
     TIME_LO_BITS,
     Placement,
     Schedule,
+    ScheduleTables,
+    entry_items,
     schedule_init,
     schedule_result,
 )
@@ -68,13 +72,14 @@ def pallas_applies(scheduler: str = "list", backend: str | None = None) -> bool:
 
 def pallas_schedule(graph: PaddedGraph, keys: jnp.ndarray, placement: Placement,
                     params: CostParams, num_devices: int, chunk: int = 8,
-                    interpret: bool | None = None) -> Schedule:
+                    interpret: bool | None = None, num_warps: int | None = None) -> Schedule:
     """One chromosome's list schedule (no batch axis; ``jax.vmap`` makes the population the
     kernel's grid), bit for bit the loop decoder's :class:`Schedule`.
 
     ``keys``: the SPEC §2 part of the padded chromosome; ``chunk``: successor entries per inner
-    iteration (rounded up to a power of two); ``interpret``: run the kernel in Pallas'
-    interpreter (default: on a CPU, where nothing else runs it)."""
+    iteration; ``interpret``: run the kernel in Pallas' interpreter (default: on a CPU, where
+    nothing else runs it); ``num_warps``: Triton warps per program (default
+    :func:`default_num_warps` of the width run)."""
     tables, state = schedule_init(graph, keys, placement, params, num_devices)
     n, t, e = graph.op_mask.shape[0], graph.tensor_mask.shape[0], graph.edge_mask.shape[0]
     v = tables.pop_row.shape[0]
@@ -87,7 +92,6 @@ def pallas_schedule(graph: PaddedGraph, keys: jnp.ndarray, placement: Placement,
     vp = pl.next_power_of_2(n + min(e, t * (num_devices - 1)))
     rank_at_slot = jnp.zeros(vp, jnp.int32).at[jnp.where(runs, slot, vp)].set(
         jnp.arange(v, dtype=jnp.int32), mode="drop")
-    chunk = pl.next_power_of_2(chunk)
     k = max(1, (vp - 1).bit_length())
     if (e + 1) << k > NEVER:
         raise ValueError(f"{vp} item slots and {e} edges overflow the kernel's 31-bit words")
@@ -95,19 +99,70 @@ def pallas_schedule(graph: PaddedGraph, keys: jnp.ndarray, placement: Placement,
     lane = jnp.arange(vp, dtype=jnp.int32)
     count = jnp.sum(runs, dtype=jnp.int32)
     word = jnp.where(lane < count, jnp.left_shift(indegree, k) | lane, NEVER)
-    # Entries as rows [slot, activation device] (an entry whose item never runs is never
-    # activated), with ``chunk`` inert columns so that every window ``[q, q + chunk)`` with ``q``
-    # inside the table is in bounds.
-    entry = jnp.pad(jnp.stack([slot[tables.entry[:, 0]], tables.entry[:, 1]]),
-                    ((0, 0), (0, chunk)), constant_values=-1)
+    successor, first, last = active_entries(graph, tables, placement, slot, num_devices)
+    # ``chunk`` inert entries at the end: every window [q, q + chunk) inside the table is in
+    # bounds.
+    successor = jnp.pad(successor, (0, chunk), constant_values=-1)
+    pop_row = tables.pop_row.at[:, 4].set(first).at[:, 5].set(last)[rank_at_slot]
 
-    one = (word[None], tables.pop_row[rank_at_slot][None], entry[None], count[None])
-    steps, makespan = (x[0] for x in _batched_decode(num_devices, chunk, k, interpret)(*one))
+    one = (word[None], pop_row[None], successor[None], count[None])
+    order, tail = (x[0] for x in _batched_decode(num_devices, chunk, k, interpret,
+                                                 num_warps)(*one))
+    taken = tail[2]  # items scheduled; order[s] is the slot taken at step s < taken
+    steps = jnp.zeros(vp, jnp.int32).at[jnp.where(lane < taken, order, vp)].set(
+        -1 - lane, mode="drop")
     final = state._replace(
         node=state.node.at[:v, 0].set(jnp.where(runs, steps[slot], 0)),
-        free=makespan[None, :],  # one row: the last end is its own maximum
-        step=jnp.sum(steps < 0, dtype=jnp.int32))
+        free=tail[None, :2],  # the makespan (hi, lo) as one row: the last end is its maximum
+        step=taken)
     return schedule_result(tables, final)
+
+
+def active_entries(graph: PaddedGraph, tables: ScheduleTables, placement: Placement,
+                   slot: jnp.ndarray, num_devices: int
+                   ) -> tuple[jnp.ndarray, jnp.ndarray, jnp.ndarray]:
+    """The successor entries a finished item actually walks, compacted (one chromosome).
+
+    The loop decoder's table (:func:`~gsched.costmodel.schedule.entry_items`) lists, for each
+    op, its consumer ops and ``X(t, d)`` for each of its tensors and *every* device, and shares
+    one list (the consumers of ``t``) between the ``D`` transfers of ``t``; an entry only fires
+    when its activation device is the finished item's device (SPEC §4), ~40 % of them at
+    500 ops, D = 2. Here each item's firing entries are contiguous and alone: op entries whose
+    activation device is their op's, then the consumers of ``t`` once per device ``d``, those on
+    ``d`` kept for ``X(t, d)`` if it exists. Which entries fire depends only on the placement, so
+    nothing is lost; their order within an item does not matter (the walk's updates commute).
+
+    Returns ``(successor [Q], first [V], last [V])``: the slots of the firing entries (−1 in
+    the unused tail; ``Q = E + T·D + E`` is enough: every consumer entry fires for one device),
+    and each item's range in it, by rank. ``slot [V]``: each rank's slot (−1 if it never runs).
+    """
+    n, t, e, d = (graph.op_mask.shape[0], graph.tensor_mask.shape[0],
+                  graph.edge_mask.shape[0], num_devices)
+    base = e + t * d  # the op entries; the consumer entries follow
+    _, start, end = entry_items(graph, d)  # by item
+    rank_of_entry, activation = tables.entry[:, 0], tables.entry[:, 1]
+    # Each entry's owner: an op for the op entries, a tensor for the consumer entries (none
+    # past the last range).
+    owner_op = jnp.searchsorted(end[:n], jnp.arange(base, dtype=jnp.int32), side="right")
+    owner_device = jnp.concatenate([placement.device, jnp.full(1, -2, jnp.int32)])[owner_op]
+    owner_tensor = jnp.searchsorted(graph.tensor_consumer_end, jnp.arange(e, dtype=jnp.int32),
+                                    side="right")
+    exists = jnp.concatenate([placement.transfer_exists, jnp.zeros((1, d), bool)])[owner_tensor]
+    fires = jnp.concatenate([
+        activation[:base] == owner_device,
+        ((activation[base:] == jnp.arange(d, dtype=jnp.int32)[:, None])
+         & exists.T).reshape(-1)])  # [base + D·E]: op entries, then consumers per device
+    position = jnp.cumsum(fires, dtype=jnp.int32)
+    before = jnp.concatenate([jnp.zeros(1, jnp.int32), position])  # firing entries before each
+    entry_rank = jnp.concatenate([rank_of_entry[:base], jnp.tile(rank_of_entry[base:], d)])
+    size = rank_of_entry.shape[0]
+    successor = jnp.full(size, -1, jnp.int32).at[jnp.where(fires, position - 1, size)].set(
+        slot[entry_rank], mode="drop")
+    # X(t, d)'s consumers are in the copy for device d.
+    shift = jnp.concatenate([jnp.zeros(n, jnp.int32),
+                             jnp.tile(jnp.arange(d, dtype=jnp.int32) * e, t)])
+    item = tables.item_at_rank
+    return successor, before[(start + shift)[item]], before[(end + shift)[item]]
 
 
 def lane_widths(vp: int) -> tuple[int, ...]:
@@ -123,39 +178,48 @@ def lane_width_index(count: jnp.ndarray, widths: tuple[int, ...]) -> jnp.ndarray
     return sum((most <= w).astype(jnp.int32) for w in widths[1:])
 
 
+def default_num_warps(width: int) -> int:
+    """Triton warps per program at ``width`` lanes: 4 up to 1,024 lanes, then one per 256."""
+    return min(16, max(4, width // 256))
+
+
 @functools.cache
-def _batched_decode(num_devices: int, chunk: int, k: int, interpret: bool | None):
-    """``(word [B, V_p], pop_row [B, V_p, 6], entry [B, 2, Q + chunk], count [B])`` →
-    ``(steps [B, V_p], makespan [B, 2])``: the kernel vmapped over the batch (its grid), at the
+def _batched_decode(num_devices: int, chunk: int, k: int, interpret: bool | None,
+                    num_warps: int | None):
+    """``(word [B, V_p], pop_row [B, V_p, 6], successor [B, Q + chunk], count [B])`` →
+    ``(order [B, V_p], tail [B, 4])``: the kernel vmapped over the batch (its grid), at the
     narrowest of :func:`lane_widths` that holds the whole batch (one ``lax.switch``). A
     :func:`~gsched.core.batching.flat_batch` function: vmapping it (over graphs, or a caller's
     own ``vmap``) merges the new axis into the batch, so the width stays one unbatched choice."""
 
-    def decode(word, pop_row, entry, count):
+    def decode(word, pop_row, successor, count):
         vp = word.shape[1]
 
         def at_width(w):
             kw = max(1, (w - 1).bit_length())
+            call = _decode_call(w, num_devices, chunk, kw, interpret,
+                                num_warps or default_num_warps(w))
 
-            def run(word, pop_row, entry):
+            def run(word, pop_row, successor):
                 narrow = jnp.where(word[:, :w] == NEVER, NEVER, jnp.left_shift(
                     jnp.right_shift(word[:, :w], k), kw) | (word[:, :w] & ((1 << kw) - 1)))
-                steps, makespan = jax.vmap(_decode_call(w, num_devices, chunk, kw, interpret))(
-                    narrow, pop_row[:, :w], entry)
-                return jnp.pad(steps, ((0, 0), (0, vp - w))), makespan
+                order, tail = jax.vmap(call)(narrow, pop_row[:, :w], successor)
+                return jnp.pad(order, ((0, 0), (0, vp - w))), tail
 
             return run
 
         widths = lane_widths(vp)
         return lax.switch(lane_width_index(count, widths), [at_width(w) for w in widths],
-                          word, pop_row, entry)
+                          word, pop_row, successor)
 
     return flat_batch(decode)
 
 
-def _decode_call(vp: int, num_devices: int, chunk: int, k: int, interpret: bool | None):
-    """The ``pallas_call``: ``(word [V_p], pop_row [V_p, 6], entry [2, Q + chunk])`` int32, by
-    slot → ``(steps [V_p], makespan [2])`` int32 (hi, lo)."""
+def _decode_call(vp: int, num_devices: int, chunk: int, k: int, interpret: bool | None,
+                 num_warps: int):
+    """The ``pallas_call``: ``(word [V_p], pop_row [V_p, 6], successor [Q + chunk])`` int32, by
+    slot → ``(order [V_p], tail [4])`` int32: the slot taken at each step (unwritten past the
+    last), and (makespan hi, lo, steps taken, 0)."""
     backend = jax.default_backend()
     if interpret is None:
         interpret = backend == "cpu"
@@ -163,45 +227,42 @@ def _decode_call(vp: int, num_devices: int, chunk: int, k: int, interpret: bool 
         raise NotImplementedError("the fused decode kernel is written for Pallas' Triton (GPU) "
                                   "backend; on a TPU use the loop decoder or interpret=True")
     # Triton, not Mosaic GPU; the loop state lives in registers, spread over the warps.
-    triton = plt.CompilerParams(num_warps=min(16, max(4, vp // 256)))
     return pl.pallas_call(
         lambda *refs: _kernel(*refs, num_devices=num_devices, chunk=chunk, k=k),
-        out_shape=(jax.ShapeDtypeStruct((vp,), jnp.int32), jax.ShapeDtypeStruct((2,), jnp.int32)),
+        out_shape=(jax.ShapeDtypeStruct((vp,), jnp.int32), jax.ShapeDtypeStruct((4,), jnp.int32)),
         interpret=interpret,
-        compiler_params=None if interpret else triton,
+        compiler_params=None if interpret else plt.CompilerParams(num_warps=num_warps),
         name="gsched_list_schedule",
     )
 
 
-def _kernel(word_ref, pop_ref, entry_ref, steps_ref, makespan_ref, *, num_devices: int,
+def _kernel(word_ref, pop_ref, successor_ref, order_ref, tail_ref, *, num_devices: int,
             chunk: int, k: int):
     """One chromosome's schedule (see the module docstring); refs as in :func:`_decode_call`."""
     vp = word_ref.shape[0]
     dp = pl.next_power_of_2(num_devices)
     lane = lax.broadcasted_iota(jnp.int32, (vp,), 0)
     device_lane = lax.broadcasted_iota(jnp.int32, (dp,), 0)
-    chunk_lane = lax.broadcasted_iota(jnp.int32, (chunk,), 0)
     zeros = jnp.zeros((vp,), jnp.int32)
 
-    def walk(end, device, last):
-        """Inner loop body: entries ``[q, q + chunk)`` of the current item (``< last``)."""
+    def walk(end, last):
+        """Inner loop body: firing entries ``[q, q + chunk)`` of the current item (``< last``),
+        each a scalar load and one compare against the lanes."""
 
         def body(carry):
             q, word, ready_hi, ready_lo = carry
-            succ = entry_ref[0, pl.ds(q, chunk)]
-            on = (q + chunk_lane < last) & (entry_ref[1, pl.ds(q, chunk)] == device)
-            hit = jnp.sum(jnp.where((succ[:, None] == lane[None, :]) & on[:, None], 1, 0),
-                          axis=0)  # [V_p], 0 or 1: an item's entries are distinct
-            raised = fp.maximum(fp.Fixed(ready_hi, ready_lo), end)
-            active = hit > 0
-            return (q + chunk, word - jnp.left_shift(hit, k),
-                    jnp.where(active, raised.hi, ready_hi), jnp.where(active, raised.lo, ready_lo))
+            hit = functools.reduce(operator.or_, [
+                lane == jnp.where(q + j < last, successor_ref[q + j], -1) for j in range(chunk)])
+            later = hit & fp.greater(end, fp.Fixed(ready_hi, ready_lo))
+            return (q + chunk, jnp.where(hit, word - (1 << k), word),
+                    jnp.where(later, end.hi, ready_hi), jnp.where(later, end.lo, ready_lo))
 
         return body
 
     def step(carry):
-        s, best, word, steps, ready_hi, ready_lo, free_hi, free_lo = carry
+        s, best, word, ready_hi, ready_lo, free_hi, free_lo = carry
         slot = best & ((1 << k) - 1)
+        order_ref[s] = slot
         device, source, duration_hi, duration_lo, first, last = (
             pop_ref[slot, column] for column in range(6))
         this = lane == slot
@@ -211,17 +272,18 @@ def _kernel(word_ref, pop_ref, entry_ref, steps_ref, makespan_ref, *, num_device
         start = fp.maximum(ready, fp.masked_max(fp.Fixed(free_hi, free_lo), uses))
         end = fp.add(start, fp.Fixed(duration_hi, duration_lo), TIME_LO_BITS)
         _, word, ready_hi, ready_lo = lax.while_loop(
-            lambda c: c[0] < last, walk(end, device, last),
+            lambda c: c[0] < last, walk(end, last),
             (first, jnp.where(this, NEVER, word), ready_hi, ready_lo))
-        return (s + 1, jnp.min(word), word, jnp.where(this, -1 - s, steps), ready_hi, ready_lo,
+        return (s + 1, jnp.min(word), word, ready_hi, ready_lo,
                 jnp.where(uses, end.hi, free_hi), jnp.where(uses, end.lo, free_lo))
 
     word = word_ref[...]
     free = jnp.zeros((dp,), jnp.int32)
-    _, _, _, steps, _, _, free_hi, free_lo = lax.while_loop(
+    taken, _, _, _, _, free_hi, free_lo = lax.while_loop(
         lambda c: c[1] < (1 << k), step,
-        (jnp.int32(0), jnp.min(word), word, zeros, zeros, zeros, free, free))
-    steps_ref[...] = steps
+        (jnp.int32(0), jnp.min(word), word, zeros, zeros, free, free))
     makespan = fp.masked_max(fp.Fixed(free_hi, free_lo), device_lane < num_devices)
-    makespan_ref[0] = makespan.hi
-    makespan_ref[1] = makespan.lo
+    tail_ref[0] = makespan.hi
+    tail_ref[1] = makespan.lo
+    tail_ref[2] = taken
+    tail_ref[3] = jnp.int32(0)

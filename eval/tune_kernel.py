@@ -1,0 +1,136 @@
+"""The fused decode kernel's two knobs, timed: successor entries per inner iteration (``chunk``)
+and Triton warps per program (``num_warps``), on one graph's population.
+
+Times the list schedule alone (placement, ``schedule_init``, the kernel and its result, as
+``eval.profile_decode``'s third stage), every variant on the same keys, interleaved round by
+round so that all see the same load, and checks every variant's :class:`Schedule` bit for bit
+against the first one. Warps ``0`` means the kernel's default
+(:func:`~gsched.costmodel.pallas_decode.default_num_warps`). On a CPU the kernel runs in
+Pallas' interpreter: correct, but its timings mean nothing for a GPU (use it to try the
+program on a small graph)::
+
+    python -m eval.tune_kernel --size 500 --devices 2 --chunks 1,2,4,8 --warps 0,1,2,8 \\
+        --population 16384 --output docs/benchmarks.md
+"""
+
+from __future__ import annotations
+
+import argparse
+import statistics
+import sys
+import time
+from pathlib import Path
+from typing import Sequence
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from eval.check_decoders import mismatches
+from gsched.core.padding import bucket_for, pad_graph, pad_keys
+from gsched.costmodel.pallas_decode import default_num_warps, pallas_schedule
+from gsched.costmodel.params import CostParams
+from gsched.costmodel.schedule import decode_placement
+from gsched.generators import random_computation_graph
+from gsched.harness.benchmarks import parse_int_list, section_header, write_section
+from gsched.infra.progress import log
+
+PARAMS = CostParams(latency=0.1, bandwidth=16384.0)
+
+
+def schedule_fn(num_devices: int, base: int, chunk: int, num_warps: int | None):
+    """``(graph, keys [P, L], params) → Schedule`` with these knobs, jitted."""
+
+    def fn(graph, keys, params):
+        def one(k):
+            k = k[:base]
+            return pallas_schedule(graph, k, decode_placement(graph, k, num_devices), params,
+                                   num_devices, chunk, num_warps=num_warps)
+        return jax.vmap(one)(keys)
+
+    return jax.jit(fn)
+
+
+def main(argv: Sequence[str] | None = None) -> None:
+    argv = sys.argv[1:] if argv is None else list(argv)
+    p = argparse.ArgumentParser(prog="python -m eval.tune_kernel",
+                                description=__doc__.split("\n\n")[0])
+    p.add_argument("--size", type=int, default=500, help="ops of random_computation_graph")
+    p.add_argument("--devices", type=int, default=2)
+    p.add_argument("--chunks", type=parse_int_list, default=(1, 2, 4, 8))
+    p.add_argument("--warps", type=parse_int_list, default=(0,),
+                   help="Triton warps per program; 0: the kernel's default")
+    p.add_argument("--population", type=int, default=16384)
+    p.add_argument("--repeats", type=int, default=3)
+    p.add_argument("--output", type=Path, default=None, help="Markdown file for the section")
+    p.add_argument("--section-title", default="Fused-kernel tuning")
+    args = p.parse_args(argv)
+
+    graph = random_computation_graph(args.size, 0)
+    bucket = bucket_for(graph)
+    d = args.devices
+    padded = jax.tree.map(jnp.asarray, pad_graph(graph, bucket))
+    rng = np.random.default_rng(0)
+    keys = jnp.asarray(pad_keys(rng.random((args.population, graph.chromosome_length(d)),
+                                           np.float32), graph, bucket, d))
+    params = jax.tree.map(jnp.asarray, PARAMS)
+    variants = [(c, w) for c in args.chunks for w in args.warps]
+    log(f"[tune] backend {jax.default_backend()} ({jax.devices()[0].device_kind}), "
+        f"{args.size} ops, D = {d}, P = {args.population}, {len(variants)} variants")
+
+    fns, first_s, reference = {}, {}, None
+    for c, w in variants:
+        fns[c, w] = schedule_fn(d, bucket.chromosome_length(d), c, w or None)
+        t0 = time.perf_counter()
+        out = jax.block_until_ready(fns[c, w](padded, keys, params))
+        first_s[c, w] = time.perf_counter() - t0
+        if reference is None:
+            reference = out
+        elif bad := mismatches(reference, out):
+            raise SystemExit(f"chunk {c}, warps {w}: the schedule differs from chunk "
+                             f"{variants[0][0]}, warps {variants[0][1]}'s: {'; '.join(bad)}")
+        log(f"[tune] chunk {c}, warps {w or 'default'}: first call {first_s[c, w]:.1f} s, "
+            "identical")
+    times = {v: [] for v in variants}
+    for r in range(args.repeats):
+        for v in variants:
+            t0 = time.perf_counter()
+            jax.block_until_ready(fns[v](padded, keys, params))
+            times[v].append(time.perf_counter() - t0)
+        log(f"[tune] round {r + 1}/{args.repeats} done")
+
+    steps = np.asarray(reference.num_steps)
+    rows = ["| chunk | warps | compile s | ms/call | evals/s | µs/eval |",
+            "| --- | --- | --- | --- | --- | --- |"]
+    best = None
+    for c, w in variants:
+        median = statistics.median(times[c, w])
+        rate = args.population / median
+        best = max(best or (0, None), (rate, (c, w)))
+        warps = str(w) if w else "default"
+        rows.append(f"| {c} | {warps} | {first_s[c, w] - median:.1f} | {1e3 * median:.1f} | "
+                    f"{rate:,.0f} | {1e6 * median / args.population:.2f} |")
+        log(f"[tune] chunk {c}, warps {warps}: {1e3 * median:.1f} ms/call, {rate:,.0f} evals/s")
+    body = "\n".join([
+        *section_header("eval.tune_kernel", argv), "",
+        f"The list schedule alone (placement, `schedule_init`, the fused kernel and its result) "
+        f"of `random_computation_graph({args.size}, 0)` (bucket {bucket.num_ops}/"
+        f"{bucket.num_tensors}/{bucket.num_edges}), D = {d}, P = {args.population} uniform "
+        f"random chromosomes ({int(steps.min())}–{int(steps.max())} items scheduled each); "
+        f"median of {args.repeats} interleaved rounds after one warm-up call. Every variant's "
+        f"schedule is bit for bit the first one's. *warps* default = "
+        f"{default_num_warps(512)} up to 1,024 lanes, one per 256 above.",
+        *(["", "On a CPU the kernel ran in Pallas' interpreter: these timings say nothing about "
+              "a GPU."] if jax.default_backend() == "cpu" else []),
+        "", *rows, "",
+        f"Fastest: chunk {best[1][0]}, warps {best[1][1] or 'default'} ({best[0]:,.0f} evals/s).",
+        ""])
+    if args.output:
+        write_section(args.output, args.section_title, body)
+        log(f"[tune] wrote section {args.section_title!r} to {args.output}")
+    else:
+        print(body)
+
+
+if __name__ == "__main__":
+    main()
