@@ -3,10 +3,12 @@
 The unit tests check the fused Pallas kernel in Pallas' interpreter on small graphs; this runs
 it compiled (Triton on a GPU) on benchmark-size graphs and compares every ``Evaluation`` field
 bit for bit with the loop decoder, for random chromosomes, D = 1, 2, 4, with and without
-fusion and program inputs::
+fusion and program inputs, for the list scheduler and (``--schedulers``) SPEC §8.2's event-driven
+ones (the dense decoders schedule lists only)::
 
     python -m eval.check_decoders                       # pallas on a GPU, dense on a CPU
     python -m eval.check_decoders --sizes 100,500 --population 256 --decoders pallas,dense
+    python -m eval.check_decoders --sizes 500 --schedulers list,priority,fifo
 
 Exits 1 (naming the field and the first differing chromosome) if any decoder differs.
 """
@@ -25,7 +27,7 @@ from gsched.core.padding import bucket_for, pad_graph, pad_keys
 from gsched.costmodel.evaluate import evaluate_with_decoder
 from gsched.costmodel.params import CostParams
 from gsched.generators import random_computation_graph
-from gsched.harness.benchmarks import parse_int_list
+from gsched.harness.benchmarks import mismatches, parse_int_list
 from gsched.infra.progress import log
 
 # Transfers, roofline kernel times, launch overhead, a capacity some chromosomes exceed.
@@ -33,31 +35,8 @@ PARAMS = CostParams(latency=0.1, bandwidth=1e3, hbm_bandwidth=3e4, launch_overhe
                     fusion_capacity=5e4)
 
 
-def mismatches(want, got) -> list[str]:
-    """Fields of two Evaluations that differ (floats compared bit for bit, None only where
-    None), with the first differing chromosome (index along the leading axis)."""
-    bad = []
-    for field in want._fields:
-        x, y = getattr(want, field), getattr(got, field)
-        if (x is None) != (y is None):
-            bad.append(f"{field}: None on one side")
-            continue
-        if x is None:
-            continue
-        x, y = np.asarray(x), np.asarray(y)
-        if x.shape != y.shape or x.dtype != y.dtype:
-            bad.append(f"{field}: {x.shape} {x.dtype} vs {y.shape} {y.dtype}")
-            continue
-        if x.dtype.kind == "f":
-            x, y = x.view(np.int32), y.view(np.int32)
-        rows = np.nonzero((x != y).reshape(x.shape[0] if x.ndim else 1, -1).any(axis=1))[0]
-        if rows.size:
-            bad.append(f"{field}: {rows.size} chromosomes differ, first {rows[0]}")
-    return bad
-
-
 def check(num_ops: int, num_devices: int, fusion: bool, decoder: str, population: int,
-          seed: int) -> list[str]:
+          seed: int, scheduler: str = "list") -> list[str]:
     """One random graph (half its sources program inputs), ``population`` uniform chromosomes
     with a capacity at the median loop peak (so some are infeasible)."""
     rng = np.random.default_rng(seed)
@@ -70,7 +49,7 @@ def check(num_ops: int, num_devices: int, fusion: bool, decoder: str, population
     keys = pad_keys(rng.random((population, length)).astype(np.float32), graph, bucket,
                     num_devices)
     padded = pad_graph(graph, bucket)
-    run = dict(num_devices=num_devices, fusion=fusion)
+    run = dict(num_devices=num_devices, fusion=fusion, scheduler=scheduler)
     loose = evaluate_with_decoder(padded, keys, PARAMS, decoder="loop", **run)
     params = PARAMS._replace(capacity=float(np.median(np.asarray(loose.peak_memory))))
     want = evaluate_with_decoder(padded, keys, params, decoder="loop", **run)
@@ -86,21 +65,27 @@ def main(argv: Sequence[str] | None = None) -> int:
     p.add_argument("--population", type=int, default=512)
     p.add_argument("--decoders", default=None,
                    help="comma-separated (default: pallas on a GPU, dense elsewhere)")
+    p.add_argument("--schedulers", default="list", help="comma-separated: list, priority, fifo")
     args = p.parse_args(sys.argv[1:] if argv is None else argv)
     backend = jax.default_backend()
     decoders = (args.decoders or ("pallas" if backend == "gpu" else "dense")).split(",")
     log(f"[check] backend {backend} ({jax.devices()[0].device_kind}), decoders {decoders}")
     failed = 0
     for decoder in decoders:
-        for n in args.sizes:
-            for d in args.devices:
-                for fusion in (False, True):
-                    t0 = time.perf_counter()
-                    bad = check(n, d, fusion, decoder, args.population, seed=n * 10 + d)
-                    failed += bool(bad)
-                    log(f"[check] {decoder} vs loop, {n} ops, D = {d}, fusion {fusion}, "
-                        f"P = {args.population}: {'DIFFERS: ' + '; '.join(bad) if bad else 'identical'}"
-                        f" ({time.perf_counter() - t0:.1f} s)")
+        for scheduler in args.schedulers.split(","):
+            if decoder == "dense" and scheduler != "list":
+                continue  # the dense decoders schedule lists only
+            for n in args.sizes:
+                for d in args.devices:
+                    for fusion in (False, True):
+                        t0 = time.perf_counter()
+                        bad = check(n, d, fusion, decoder, args.population, seed=n * 10 + d,
+                                    scheduler=scheduler)
+                        failed += bool(bad)
+                        verdict = "DIFFERS: " + "; ".join(bad) if bad else "identical"
+                        log(f"[check] {decoder} vs loop, {scheduler}, {n} ops, D = {d}, fusion "
+                            f"{fusion}, P = {args.population}: {verdict} "
+                            f"({time.perf_counter() - t0:.1f} s)")
     log(f"[check] {failed} configuration(s) differ")
     return 1 if failed else 0
 

@@ -11,12 +11,13 @@
 # go_gdp (GDP and GO full configs), scaling (the throughput table from 100 to 10,000 ops);
 # not in the default list: mid (the whole mid-size Topoformer config of issue #15 §3, ~2,000
 # steps, or MID_ARGS's; its exported model comes back as $OUT/topoformer_mid.tgz) and tune
-# (the kernel's chunk sweep at 500 ops, D = 2).
+# (the list kernel's chunk × warps sweep at 500 ops, D = 2: eval.tune_kernel).
 # 2026-11-26 on an H200: the first call ran "check bench train tests", the second
-# "profile go_gdp scaling". Since then the kernel runs at up to three lane widths (one Triton
-# compile each; limits raised for it): its first timing is the D = 2 rows of "check" and
-# "bench" against the H200 section of 2026-11-26 in docs/benchmarks.md (same grid, same
-# commands; on an H100 rerun nothing older: compare only with the same device).
+# "profile go_gdp scaling". Since then (untimed on a GPU): the list kernel runs at up to three
+# lane widths and walks only the successor entries that fire; the event-driven schedulers have
+# their own kernel (gsched.costmodel.pallas_dynamic), checked by "check" and timed against
+# their loop in "bench"'s decoders table. Next GPU session: "check bench tune"; compare the
+# D = 2 rows with the H200 section of 2026-11-26 in docs/benchmarks.md only on an H200.
 #
 # Writes $OUT/log.txt (everything), $OUT/benchmarks.md (docs/benchmarks.md with the new
 # sections), $OUT/brkga_b8.md and $OUT/runs.tgz (training metrics). REGAL_RUN names a run
@@ -42,11 +43,15 @@ step() {  # step SECONDS NAME COMMAND...: run with a limit; report the exit code
 PARTS=${*:-check bench train tests profile go_gdp scaling}
 decoder_sizes=yes
 
-check() {  # the fused Pallas kernel compiled by Triton against the loop, bit for bit
+check() {  # the fused Pallas kernels compiled by Triton against the loops, bit for bit
   step 150 check_decoders $PY -m eval.check_decoders --sizes 500 --devices 1,2,4 --population 1024
-  if [ $? != 0 ]; then
-    echo "!!! the Pallas kernel failed or differed: 'auto' falls back to the loop for the rest"
-    sed -i 's/return scheduler == "list" and (backend or jax.default_backend()) == "gpu"/return False/' \
+  local list_rc=$?
+  step 100 check_decoders_dynamic $PY -m eval.check_decoders --sizes 500 --devices 2 \
+    --population 1024 --schedulers priority,fifo
+  local dynamic_rc=$?
+  if [ $list_rc != 0 ] || [ $dynamic_rc != 0 ]; then
+    echo "!!! a Pallas kernel failed or differed: 'auto' falls back to the loops for the rest"
+    sed -i 's/return (backend or jax.default_backend()) == "gpu"/return False/' \
       gsched/costmodel/pallas_decode.py
     decoder_sizes=''
   fi
@@ -75,7 +80,7 @@ train() {  # the paper-scale configs as far as the time allows (step rate, first
 }
 
 tests() {  # the interpret-mode identity tests, compiled for the GPU this time
-  step 40 pallas_tests $PY -m pytest -q -x -p no:cacheprovider -W ignore::DeprecationWarning \
+  step 90 pallas_tests $PY -m pytest -q -x -p no:cacheprovider -W ignore::DeprecationWarning \
     tests/test_pallas_decode.py
 }
 
@@ -102,13 +107,13 @@ scaling() {
     --output "$OUT/benchmarks.md" --section-title "Cost-model throughput at 10,000 ops — GPU"
 }
 
-tune() {  # the kernel's chunk (successor entries per inner iteration) at 500 ops, D = 2: its
-  # [chunk, V_p] compare is the largest temporary of a program (registers, hence programs per
-  # SM); chunk 8 is the only value timed on a GPU so far
+tune() {  # the kernels' two knobs at 500 ops, D = 2: successor entries per inner iteration
+  # (chunk; 8 is the only value timed on a GPU so far) and Triton warps per program (0: the
+  # default, 4 up to 1,024 lanes); every variant checked identical to the first
   [ -f "$OUT/benchmarks.md" ] || cp docs/benchmarks.md "$OUT/benchmarks.md"
-  step 240 bench_chunks $PY -m eval.bench_cost_model --sizes 500 --devices 2 --repeats 2 \
-    --chunks 1,2,4,8 --sweep-populations '' --batch-graphs 0 --schedulers '' --decoder-sizes '' \
-    --output "$OUT/benchmarks.md" --section-title "Kernel chunk sweep, 500 ops, D = 2 — GPU"
+  step 240 tune_kernel $PY -m eval.tune_kernel --size 500 --devices 2 --chunks 1,2,4,8 \
+    --warps 0,1,2,8 --population 16384 --repeats 3 --output "$OUT/benchmarks.md" \
+    --section-title "Fused-kernel tuning, 500 ops, D = 2 — GPU"
 }
 
 mid() {  # at the H200's ~10 steps/s of the larger full config, a few minutes. MID_ARGS: config

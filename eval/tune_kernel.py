@@ -26,13 +26,17 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from eval.check_decoders import mismatches
 from gsched.core.padding import bucket_for, pad_graph, pad_keys
 from gsched.costmodel.pallas_decode import default_num_warps, pallas_schedule
 from gsched.costmodel.params import CostParams
 from gsched.costmodel.schedule import decode_placement
 from gsched.generators import random_computation_graph
-from gsched.harness.benchmarks import parse_int_list, section_header, write_section
+from gsched.harness.benchmarks import (
+    mismatches,
+    parse_int_list,
+    section_header,
+    write_section,
+)
 from gsched.infra.progress import log
 
 PARAMS = CostParams(latency=0.1, bandwidth=16384.0)

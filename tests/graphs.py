@@ -6,8 +6,8 @@ from pathlib import Path
 
 import numpy as np
 
-from eval.check_decoders import mismatches
 from gsched import Graph, make_graph
+from gsched.harness.benchmarks import mismatches
 
 SHARED = Path(__file__).resolve().parents[2] / "shared"  # ../shared beside the checkout
 SHARED_DIAMOND = SHARED / "examples" / "diamond.pbtxt"

@@ -14,7 +14,7 @@ from eval import check_decoders, profile_decode, tune_kernel
 from gsched.core.padding import pad_graph, pad_keys
 from gsched.costmodel.evaluate import evaluate_with_decoder
 from gsched.generators import random_computation_graph
-from gsched.harness.benchmarks import FILE_HEADER, parse_int_list, write_section
+from gsched.harness.benchmarks import FILE_HEADER, mismatches, parse_int_list, write_section
 from gsched.harness.cost_model_bench import _auto_decoder_note
 
 TITLE = "Smoke test section"
@@ -90,8 +90,8 @@ def test_check_decoders_passes_identical_decoders_and_names_a_difference():
     a = evaluate_with_decoder(padded, keys, num_devices=2, decoder="loop")
     runtime = np.asarray(a.runtime).copy()
     runtime[2] = np.nextafter(runtime[2], np.float32(np.inf))  # one ulp, third chromosome
-    assert check_decoders.mismatches(a, a) == []
-    assert check_decoders.mismatches(a, a._replace(runtime=runtime)) == [
+    assert mismatches(a, a) == []
+    assert mismatches(a, a._replace(runtime=runtime)) == [
         "runtime: 1 chromosomes differ, first 2"]
 
 

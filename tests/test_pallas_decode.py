@@ -1,8 +1,10 @@
-"""The fused Pallas decode kernel (gsched.costmodel.pallas_decode), run in Pallas' interpreter
-on the CPU, against the ready-tree loop (gsched.costmodel.schedule): every Evaluation field bit
-for bit for D = 1, 2, 3, with program inputs, exact key ties, pinned ops, fusion, batches of
-graphs and padding; one compile per bucket; SPEC §5's worked example; and the kernel lowered
-for a GPU through Pallas' Triton backend (lowering only: no GPU here).
+"""The fused Pallas kernels (gsched.costmodel.pallas_decode for the list scheduler,
+gsched.costmodel.pallas_dynamic for SPEC §8.2's priority / fifo), run in Pallas' interpreter on
+the CPU, against the loops (gsched.costmodel.schedule, gsched.costmodel.dynamic): every
+Evaluation field bit for bit (start and end times too) for D = 1, 2, 3, with program inputs,
+exact key ties, pinned ops, fusion, batches of graphs and padding; one compile per bucket and
+scheduler; SPEC §5's and §8.4's worked examples; and the kernels lowered for a GPU through
+Pallas' Triton backend (lowering only: no GPU here).
 
 Interpretation is slow, so graphs stay under 30 ops and populations under 8."""
 
@@ -25,11 +27,12 @@ from gsched.costmodel.pallas_decode import (
     pallas_applies,
     pallas_schedule,
 )
+from gsched.costmodel.pallas_dynamic import pallas_dynamic_schedule
 from gsched.costmodel.params import CostParams
 from gsched.costmodel.schedule import decode_placement, schedule_init
 from gsched.formats import load_graph
 from gsched.generators import random_computation_graph
-from tests.graphs import SHARED_DIAMOND, assert_identical, with_inputs
+from tests.graphs import SHARED_DIAMOND, assert_identical, diamond, with_inputs
 
 BUCKET = Bucket(32, 64, 64)
 # Transfers, roofline, launch overhead, a capacity some chromosomes exceed, a fusion capacity.
@@ -68,12 +71,14 @@ def compare(padded, keys, d, params=PARAMS, **kwargs):
     return got
 
 
+@pytest.mark.parametrize("scheduler", ["list", "priority", "fifo"])
 @pytest.mark.parametrize("d", [1, 2, 3])
-def test_matches_the_loop_bit_for_bit(d):
+def test_matches_the_loop_bit_for_bit(d, scheduler):
     rng = np.random.default_rng(d)
     transfers, feasible = 0, []
     for graph in small_graphs(rng):
-        got = compare(pad_graph(graph, BUCKET), tie_keys(rng, graph, 6, d), d)
+        got = compare(pad_graph(graph, BUCKET), tie_keys(rng, graph, 6, d), d,
+                      scheduler=scheduler)
         transfers += int(np.sum(np.asarray(got.num_steps) - graph.num_ops))
         feasible.append(np.asarray(got.feasible))
     assert (transfers > 0) == (d > 1)
@@ -98,32 +103,42 @@ def test_pinned_ops_and_fusion():
     pinned[[0, 3, 7]] = [1, 0, 1]
     got = compare(padded, tie_keys(rng, graph, 5, 2), 2, pinned=pinned)
     assert (np.asarray(got.placement)[:, [0, 3, 7]] == [1, 0, 1]).all()
-    for d in (1, 2):  # a contracted graph per chromosome
-        got = compare(padded, tie_keys(rng, graph, 5, d, fusion=True), d, fusion=True)
+    for d, scheduler, population in ((1, "list", 5), (2, "list", 5), (2, "priority", 2),
+                                      (2, "fifo", 2)):  # a contracted graph per chromosome
+        got = compare(padded, tie_keys(rng, graph, population, d, fusion=True), d, fusion=True,
+                      scheduler=scheduler)
         roots = np.asarray(got.fusion)[:, :graph.num_ops]
         assert (roots != np.arange(graph.num_ops)).any()  # some ops fused
 
 
-def test_batch_of_graphs():
+@pytest.mark.parametrize("scheduler", ["list", "fifo"])
+def test_batch_of_graphs(scheduler):
     # Nested vmaps: a two-dimensional grid (graphs × chromosomes).
     rng = np.random.default_rng(5)
     gs = [with_inputs(random_computation_graph(n, rng), rng) for n in (6, 17, 29)]
     keys = np.stack([tie_keys(rng, g, 3, 2) for g in gs])
-    compare(batch_graphs(gs, BUCKET), keys, 2, batch=True)
+    compare(batch_graphs(gs, BUCKET), keys, 2, batch=True, scheduler=scheduler)
 
 
-def test_padding_into_a_larger_bucket_changes_nothing():
+@pytest.mark.parametrize("scheduler", ["list", "priority"])
+def test_padding_into_a_larger_bucket_changes_nothing(scheduler):
     rng = np.random.default_rng(6)
     graph = with_inputs(random_computation_graph(24, rng), rng)
     keys = rng.random((4, graph.chromosome_length(2))).astype(np.float32)
     small, large = Bucket(24, 48, 48), Bucket(64, 128, 128)  # full; padded (V_p 128 → 256)
-    a = compare(pad_graph(graph, small), pad_keys(keys, graph, small, 2), 2)
-    b = compare(pad_graph(graph, large), pad_keys(keys, graph, large, 2), 2)
+    a = compare(pad_graph(graph, small), pad_keys(keys, graph, small, 2), 2, scheduler=scheduler)
+    b = compare(pad_graph(graph, large), pad_keys(keys, graph, large, 2), 2, scheduler=scheduler)
     as_tuples = [[[item_to_tuple(int(i), bucket.num_ops, 2) for i in row if i >= 0]
                   for row in np.asarray(r.order)] for r, bucket in ((a, small), (b, large))]
     assert as_tuples[0] == as_tuples[1]
-    for field in ("device_peaks", "peak_memory", "runtime", "num_steps", "feasible", "excess"):
-        np.testing.assert_array_equal(getattr(a, field), getattr(b, field), err_msg=field)
+    fields = ("device_peaks", "peak_memory", "runtime", "num_steps", "feasible", "excess")
+    for field in fields + (("start", "end") if scheduler != "list" else ()):
+        x, y = getattr(a, field), getattr(b, field)
+        if field in ("start", "end"):  # by item: the times of the items in step order
+            x, y = (np.concatenate([np.asarray(t)[i, np.asarray(r.order)[i, :steps]]
+                                    for i, steps in enumerate(np.asarray(a.num_steps))])
+                    for t, r in ((x, a), (y, b)))
+        np.testing.assert_array_equal(x, y, err_msg=field)
     np.testing.assert_array_equal(np.asarray(a.placement), np.asarray(b.placement)[:, :24])
 
 
@@ -134,9 +149,10 @@ def test_compiles_once_per_bucket():
     for n in (9, 15, 22):
         g = random_computation_graph(n, rng)
         keys = pad_keys(rng.random((3, g.chromosome_length(2))), g, BUCKET, 2)
-        evaluate_with_decoder(pad_graph(g, BUCKET), keys, PARAMS, num_devices=2,
-                              decoder="pallas")
-    assert fn._cache_size() - before == 1
+        for scheduler in ("list", "priority"):
+            evaluate_with_decoder(pad_graph(g, BUCKET), keys, PARAMS, num_devices=2,
+                                  decoder="pallas", scheduler=scheduler)
+    assert fn._cache_size() - before == 2
 
 
 WORKED_EXAMPLE = [  # SPEC §5: (D, keys, order, device peaks, runtime)
@@ -163,17 +179,37 @@ def test_worked_example(d, keys, order, peaks, runtime):
 
 
 def test_the_switch_and_its_checks():
-    assert pallas_applies("list", "gpu")
-    assert not pallas_applies("list", "cpu") and not pallas_applies("list", "tpu")
-    assert not pallas_applies("priority", "gpu") and not pallas_applies("fifo", "gpu")
+    for scheduler in ("list", "priority", "fifo"):
+        assert pallas_applies(scheduler, "gpu")
+        assert not pallas_applies(scheduler, "cpu") and not pallas_applies(scheduler, "tpu")
     graph = pad_graph(random_computation_graph(10, 0), BUCKET)
     keys = np.zeros((2, BUCKET.chromosome_length(2)), np.float32)
-    with pytest.raises(ValueError, match="pallas decoder needs scheduler='list'"):
-        evaluate_with_decoder(graph, keys, num_devices=2, decoder="pallas", scheduler="fifo")
+    with pytest.raises(ValueError, match="scheduler"):
+        evaluate_with_decoder(graph, keys, num_devices=2, decoder="pallas", scheduler="lifo")
+    placement = decode_placement(jax.tree.map(jnp.asarray, graph), jnp.asarray(keys[0]), 2)
+    with pytest.raises(ValueError, match="'priority' or 'fifo', got 'list'"):
+        pallas_dynamic_schedule(graph, jnp.asarray(keys[0]), placement, PARAMS, 2, "list")
 
 
-@pytest.mark.parametrize("d", [1, 3])
-def test_lowers_for_a_gpu_through_triton(d):
+def test_spec_8_4_row_5_priority_on_two_devices():
+    # SPEC §8.4 row 5 (the diamond, D = 2, priority): a 0–2, b 2–5, X(t0,1) 2–2, c 2–6,
+    # X(t2,0) 6–6, d 6–7 (tests/test_exec_model.py checks the loop against the reference).
+    keys = [.9, .1, .9, .1, .1, .9, .9, .1] + [.9, .8, .7, .1] + [.5, .6, .5, .5, .2, .3, .5, .5]
+    bucket = Bucket(4, 4, 4)
+    got = compare(pad_graph(diamond(), bucket),
+                  pad_keys(np.asarray([keys], np.float32), diamond(), bucket, 2), 2,
+                  CostParams(), scheduler="priority")
+    order = np.asarray(got.order[0])[:int(got.num_steps[0])]
+    assert [item_to_tuple(int(i), 4, 2) for i in order] == [
+        ("op", 0), ("op", 1), ("xfer", 0, 1), ("op", 2), ("xfer", 2, 0), ("op", 3)]
+    assert np.asarray(got.start[0])[order].tolist() == [0, 2, 2, 2, 6, 6]
+    assert np.asarray(got.end[0])[order].tolist() == [2, 5, 2, 6, 6, 7]
+    assert float(got.runtime[0]) == 7
+
+
+@pytest.mark.parametrize("d, scheduler", [(1, "list"), (3, "list"), (2, "priority"),
+                                          (2, "fifo")])
+def test_lowers_for_a_gpu_through_triton(d, scheduler):
     # Cross-platform lowering on the CPU: Pallas' Triton backend accepts every op of the kernel
     # (power-of-two tensors, supported primitives) and emits one Triton call whose grid is the
     # batch (here 2 graphs' worth × 5 chromosomes). Triton's own compilation to PTX needs a GPU
@@ -186,13 +222,16 @@ def test_lowers_for_a_gpu_through_triton(d):
 
     def one(k):
         placement = decode_placement(padded, k, d)
-        return pallas_schedule(padded, k, placement, params, d, interpret=False)
+        if scheduler == "list":
+            return pallas_schedule(padded, k, placement, params, d, interpret=False)
+        return pallas_dynamic_schedule(padded, k, placement, params, d, scheduler,
+                                       interpret=False)
 
     lowered = jax.jit(jax.vmap(jax.vmap(one))).trace(keys).lower(lowering_platforms=("cuda",))
     text = lowered.as_text()
-    # One call per lane width (V_p = 32 for D = 1, 128 for D = 3); the two vmaps merge into
-    # one grid axis of 10 program instances.
-    assert text.count("xla.gpu.triton") == {1: 2, 3: 3}[d]
+    # One call per lane width (V_p = 32 for D = 1, 128 for D = 2 and 3); the two vmaps merge
+    # into one grid axis of 10 program instances.
+    assert text.count("xla.gpu.triton") == {1: 2, 2: 3, 3: 3}[d]
     assert "grid_x = 10 : i32, grid_y = 1 : i32" in text and "num_warps = 4" in text
 
 
@@ -237,7 +276,8 @@ def test_active_entries_are_each_items_firing_entries(d):
                 placement.transfer_exists).reshape(-1)])[np.asarray(tables.item_at_rank)]
             slot = np.where(runs, np.cumsum(runs) - 1, -1).astype(np.int32)
             successor, first, last = map(np.asarray, active_entries(
-                padded, tables, placement, jnp.asarray(slot), d))
+                padded, placement, tables.entry[:, 0], tables.entry[:, 1],
+                tables.item_at_rank, jnp.asarray(slot), d))
             pop, entry = np.asarray(tables.pop_row), np.asarray(tables.entry)
             kept = 0
             for r in np.nonzero(runs)[0]:

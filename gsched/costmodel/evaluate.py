@@ -52,6 +52,7 @@ from gsched.costmodel.memory import (
     single_device_peak_memory,
 )
 from gsched.costmodel.pallas_decode import pallas_applies, pallas_schedule
+from gsched.costmodel.pallas_dynamic import pallas_dynamic_schedule
 from gsched.costmodel.params import (
     OBJECTIVES,
     CostParams,
@@ -160,9 +161,15 @@ def _evaluate(graph: PaddedGraph, pinned, params: CostParams, keys: jnp.ndarray,
         def fused(g, pin, prm, k):
             k = jnp.asarray(k, jnp.float32)
             placement, program, root = decode(g, pin, prm, k)
-            schedule = pallas_schedule(program, k[:base], placement, prm, num_devices, chunk)
+            start = end = None
+            if dynamic:
+                schedule, start, end = pallas_dynamic_schedule(
+                    program, k[:base], placement, prm, num_devices, scheduler, chunk)
+            else:
+                schedule = pallas_schedule(program, k[:base], placement, prm, num_devices,
+                                           chunk)
             memory = peak_memory(program, placement, schedule, prm.capacity, num_devices)
-            return evaluation(g, placement, root, schedule, memory)
+            return evaluation(g, placement, root, schedule, memory, start, end)
 
         return _lift(fused, graph_batched)(graph, pinned, params, keys)
 
@@ -446,10 +453,9 @@ def _use_dense(bucket, num_devices: int, scheduler: str, decoder: str) -> bool:
 
 
 def _use_pallas(scheduler: str, decoder: str) -> bool:
-    """Whether to schedule with :mod:`gsched.costmodel.pallas_decode` (any ``D``, the list
-    scheduler; "auto" picks it on a GPU, ``pallas_applies``; interpreted on a CPU)."""
-    if decoder == "pallas" and scheduler != "list":
-        raise ValueError(f"the pallas decoder needs scheduler='list', got {scheduler!r}")
+    """Whether to schedule with a fused kernel (:mod:`gsched.costmodel.pallas_decode` for the
+    list scheduler, :mod:`gsched.costmodel.pallas_dynamic` for the §8.2 ones; any ``D``;
+    "auto" picks them on a GPU, ``pallas_applies``; interpreted on a CPU)."""
     return decoder == "pallas" or (decoder == "auto" and pallas_applies(scheduler))
 
 
@@ -472,8 +478,10 @@ def evaluate_with_decoder(graph: PaddedGraph, keys: jnp.ndarray,
     ready-tree loop of :mod:`gsched.costmodel.schedule`), ``"dense"``
     (:mod:`gsched.costmodel.dense` with one device, :mod:`gsched.costmodel.dense_multi` with
     ``D ≥ 2``; the list scheduler, at any bucket size) or ``"pallas"``
-    (:mod:`gsched.costmodel.pallas_decode`, the list scheduler at any ``D``; in Pallas'
-    interpreter on a CPU, slow there). Every decoder gives the same results."""
+    (:mod:`gsched.costmodel.pallas_decode` for the list scheduler,
+    :mod:`gsched.costmodel.pallas_dynamic` for ``"priority"`` / ``"fifo"``; any ``D``; in
+    Pallas' interpreter on a CPU, slow there). Every decoder gives the same results; with an
+    event-driven scheduler "loop" runs :mod:`gsched.costmodel.dynamic`'s loop."""
     if mesh is not None:
         if batch:
             raise ValueError("a mesh shards one graph's population; batch must be False")

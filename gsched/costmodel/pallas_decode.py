@@ -39,6 +39,7 @@ from __future__ import annotations
 
 import functools
 import operator
+from typing import NamedTuple
 
 import jax
 import jax.numpy as jnp
@@ -54,7 +55,6 @@ from gsched.costmodel.schedule import (
     TIME_LO_BITS,
     Placement,
     Schedule,
-    ScheduleTables,
     entry_items,
     schedule_init,
     schedule_result,
@@ -64,83 +64,82 @@ NEVER = (1 << 31) - 1  # the word of an item that cannot, or can no longer, be t
 
 
 def pallas_applies(scheduler: str = "list", backend: str | None = None) -> bool:
-    """Whether the "auto" decoder schedules with this kernel: the list scheduler on a GPU
-    (``backend``, default JAX's default backend; a static choice). Not on a TPU: Mosaic TPU
-    rejects the kernel's 1-D blocks (it tiles the last two dimensions by 8 × 128)."""
-    return scheduler == "list" and (backend or jax.default_backend()) == "gpu"
+    """Whether the "auto" decoder schedules with a fused kernel: on a GPU (``backend``, default
+    JAX's default backend; a static choice), this module's for the list scheduler,
+    :mod:`gsched.costmodel.pallas_dynamic`'s for the §8.2 ones. Not on a TPU: Mosaic TPU
+    rejects the kernels' 1-D blocks (it tiles the last two dimensions by 8 × 128)."""
+    del scheduler  # every scheduler has its kernel
+    return (backend or jax.default_backend()) == "gpu"
 
 
-def pallas_schedule(graph: PaddedGraph, keys: jnp.ndarray, placement: Placement,
-                    params: CostParams, num_devices: int, chunk: int = 8,
-                    interpret: bool | None = None, num_warps: int | None = None) -> Schedule:
-    """One chromosome's list schedule (no batch axis; ``jax.vmap`` makes the population the
-    kernel's grid), bit for bit the loop decoder's :class:`Schedule`.
+class Slots(NamedTuple):
+    """One chromosome's items as the kernels index them: by *slot*, the rank among the items
+    that run (real ops, existing transfers), ``V_p`` of them (module docstring)."""
 
-    ``keys``: the SPEC §2 part of the padded chromosome; ``chunk``: successor entries per inner
-    iteration; ``interpret``: run the kernel in Pallas' interpreter (default: on a CPU, where
-    nothing else runs it); ``num_warps``: Triton warps per program (default
-    :func:`default_num_warps` of the width run)."""
-    tables, state = schedule_init(graph, keys, placement, params, num_devices)
+    slot: jnp.ndarray  # [V] int32 by rank: the item's slot, −1 if it never runs
+    rank_at_slot: jnp.ndarray  # [V_p] int32 (0 past the running items)
+    word: jnp.ndarray  # [V_p] int32 (in-degree << k) | slot, NEVER past the running items
+    count: jnp.ndarray  # [] int32 items that run
+    successor: jnp.ndarray  # [Q + chunk] int32 firing successor slots (active_entries), −1 tail
+    first: jnp.ndarray  # [V_p] int32 each slot's range in ``successor``
+    last: jnp.ndarray  # [V_p] int32
+
+
+def slot_tables(graph: PaddedGraph, placement: Placement, item_at_rank: jnp.ndarray,
+                indegree: jnp.ndarray, entry_rank: jnp.ndarray, activation: jnp.ndarray,
+                num_devices: int, chunk: int) -> tuple[Slots, int]:
+    """The kernels' inputs of one chromosome and ``k``, the bits of a slot (static).
+
+    ``item_at_rank [V]``, ``indegree [V]`` (by rank), ``entry_rank`` / ``activation [Q]``: the
+    loop decoders' tables (the rank of each successor entry's item, the device it fires on)."""
     n, t, e = graph.op_mask.shape[0], graph.tensor_mask.shape[0], graph.edge_mask.shape[0]
-    v = tables.pop_row.shape[0]
-    # The items that run (real ops, existing transfers) get *slots*, their ranks renumbered
-    # without the others; at most N + min(E, T·(D − 1)) of them (an existing X(t, d) has its own
-    # edge (t, consumer on d)), often a fraction of V = N + T·D.
-    runs = jnp.concatenate([graph.op_mask, placement.transfer_exists.reshape(-1)])[
-        tables.item_at_rank]  # by rank
-    slot = jnp.where(runs, jnp.cumsum(runs, dtype=jnp.int32) - 1, -1)  # by rank
+    v = item_at_rank.shape[0]
+    # At most N + min(E, T·(D − 1)) items run (an existing X(t, d) has its own edge
+    # (t, consumer on d)), often a fraction of V = N + T·D.
+    runs = jnp.concatenate([graph.op_mask, placement.transfer_exists.reshape(-1)])[item_at_rank]
+    slot = jnp.where(runs, jnp.cumsum(runs, dtype=jnp.int32) - 1, -1)
     vp = pl.next_power_of_2(n + min(e, t * (num_devices - 1)))
     rank_at_slot = jnp.zeros(vp, jnp.int32).at[jnp.where(runs, slot, vp)].set(
         jnp.arange(v, dtype=jnp.int32), mode="drop")
     k = max(1, (vp - 1).bit_length())
     if (e + 1) << k > NEVER:
         raise ValueError(f"{vp} item slots and {e} edges overflow the kernel's 31-bit words")
-    indegree = state.node[rank_at_slot, 0]
     lane = jnp.arange(vp, dtype=jnp.int32)
     count = jnp.sum(runs, dtype=jnp.int32)
-    word = jnp.where(lane < count, jnp.left_shift(indegree, k) | lane, NEVER)
-    successor, first, last = active_entries(graph, tables, placement, slot, num_devices)
+    word = jnp.where(lane < count, jnp.left_shift(indegree[rank_at_slot], k) | lane, NEVER)
+    successor, first, last = active_entries(graph, placement, entry_rank, activation,
+                                            item_at_rank, slot, num_devices)
     # ``chunk`` inert entries at the end: every window [q, q + chunk) inside the table is in
     # bounds.
     successor = jnp.pad(successor, (0, chunk), constant_values=-1)
-    pop_row = tables.pop_row.at[:, 4].set(first).at[:, 5].set(last)[rank_at_slot]
-
-    one = (word[None], pop_row[None], successor[None], count[None])
-    order, tail = (x[0] for x in _batched_decode(num_devices, chunk, k, interpret,
-                                                 num_warps)(*one))
-    taken = tail[2]  # items scheduled; order[s] is the slot taken at step s < taken
-    steps = jnp.zeros(vp, jnp.int32).at[jnp.where(lane < taken, order, vp)].set(
-        -1 - lane, mode="drop")
-    final = state._replace(
-        node=state.node.at[:v, 0].set(jnp.where(runs, steps[slot], 0)),
-        free=tail[None, :2],  # the makespan (hi, lo) as one row: the last end is its maximum
-        step=taken)
-    return schedule_result(tables, final)
+    return Slots(slot, rank_at_slot, word, count, successor, first[rank_at_slot],
+                 last[rank_at_slot]), k
 
 
-def active_entries(graph: PaddedGraph, tables: ScheduleTables, placement: Placement,
-                   slot: jnp.ndarray, num_devices: int
-                   ) -> tuple[jnp.ndarray, jnp.ndarray, jnp.ndarray]:
-    """The successor entries a finished item actually walks, compacted (one chromosome).
+def active_entries(graph: PaddedGraph, placement: Placement, entry_rank: jnp.ndarray,
+                   activation: jnp.ndarray, item_at_rank: jnp.ndarray, slot: jnp.ndarray,
+                   num_devices: int) -> tuple[jnp.ndarray, jnp.ndarray, jnp.ndarray]:
+    """The successor entries a started item actually walks, compacted (one chromosome).
 
-    The loop decoder's table (:func:`~gsched.costmodel.schedule.entry_items`) lists, for each
+    The loop decoders' table (:func:`~gsched.costmodel.schedule.entry_items`) lists, for each
     op, its consumer ops and ``X(t, d)`` for each of its tensors and *every* device, and shares
     one list (the consumers of ``t``) between the ``D`` transfers of ``t``; an entry only fires
-    when its activation device is the finished item's device (SPEC §4), ~40 % of them at
+    when its activation device is the started item's device (SPEC §4), ~40 % of them at
     500 ops, D = 2. Here each item's firing entries are contiguous and alone: op entries whose
     activation device is their op's, then the consumers of ``t`` once per device ``d``, those on
-    ``d`` kept for ``X(t, d)`` if it exists. Which entries fire depends only on the placement, so
-    nothing is lost; their order within an item does not matter (the walk's updates commute).
+    ``d`` kept for ``X(t, d)`` if it exists. Which entries fire depends only on the placement,
+    so nothing is lost; their order within an item does not matter (the walk's updates
+    commute).
 
-    Returns ``(successor [Q], first [V], last [V])``: the slots of the firing entries (−1 in
-    the unused tail; ``Q = E + T·D + E`` is enough: every consumer entry fires for one device),
-    and each item's range in it, by rank. ``slot [V]``: each rank's slot (−1 if it never runs).
+    ``entry_rank`` / ``activation [Q]``: each entry's item's rank and activation device;
+    ``slot [V]``: each rank's slot (−1 if it never runs). Returns ``(successor [Q], first [V],
+    last [V])``: the slots of the firing entries (−1 in the unused tail; ``Q = E + T·D + E`` is
+    enough: every consumer entry fires for one device), and each item's range in it, by rank.
     """
     n, t, e, d = (graph.op_mask.shape[0], graph.tensor_mask.shape[0],
                   graph.edge_mask.shape[0], num_devices)
     base = e + t * d  # the op entries; the consumer entries follow
     _, start, end = entry_items(graph, d)  # by item
-    rank_of_entry, activation = tables.entry[:, 0], tables.entry[:, 1]
     # Each entry's owner: an op for the op entries, a tensor for the consumer entries (none
     # past the last range).
     owner_op = jnp.searchsorted(end[:n], jnp.arange(base, dtype=jnp.int32), side="right")
@@ -154,15 +153,52 @@ def active_entries(graph: PaddedGraph, tables: ScheduleTables, placement: Placem
          & exists.T).reshape(-1)])  # [base + D·E]: op entries, then consumers per device
     position = jnp.cumsum(fires, dtype=jnp.int32)
     before = jnp.concatenate([jnp.zeros(1, jnp.int32), position])  # firing entries before each
-    entry_rank = jnp.concatenate([rank_of_entry[:base], jnp.tile(rank_of_entry[base:], d)])
-    size = rank_of_entry.shape[0]
+    rank = jnp.concatenate([entry_rank[:base], jnp.tile(entry_rank[base:], d)])
+    size = entry_rank.shape[0]
     successor = jnp.full(size, -1, jnp.int32).at[jnp.where(fires, position - 1, size)].set(
-        slot[entry_rank], mode="drop")
+        slot[rank], mode="drop")
     # X(t, d)'s consumers are in the copy for device d.
     shift = jnp.concatenate([jnp.zeros(n, jnp.int32),
                              jnp.tile(jnp.arange(d, dtype=jnp.int32) * e, t)])
-    item = tables.item_at_rank
-    return successor, before[(start + shift)[item]], before[(end + shift)[item]]
+    return (successor, before[(start + shift)[item_at_rank]],
+            before[(end + shift)[item_at_rank]])
+
+
+def steps_by_slot(order: jnp.ndarray, taken: jnp.ndarray) -> jnp.ndarray:
+    """``[V_p]`` ``−1 − step`` of each slot taken (the loops' encoding), else 0, from a kernel's
+    ``order [V_p]`` (the slot taken at each step ``< taken``; unwritten after)."""
+    step = jnp.arange(order.shape[0], dtype=jnp.int32)
+    return jnp.zeros_like(order).at[jnp.where(step < taken, order, order.shape[0])].set(
+        -1 - step, mode="drop")
+
+
+def pallas_schedule(graph: PaddedGraph, keys: jnp.ndarray, placement: Placement,
+                    params: CostParams, num_devices: int, chunk: int = 8,
+                    interpret: bool | None = None, num_warps: int | None = None) -> Schedule:
+    """One chromosome's list schedule (no batch axis; ``jax.vmap`` makes the population the
+    kernel's grid), bit for bit the loop decoder's :class:`Schedule`.
+
+    ``keys``: the SPEC §2 part of the padded chromosome; ``chunk``: successor entries per inner
+    iteration; ``interpret``: run the kernel in Pallas' interpreter (default: on a CPU, where
+    nothing else runs it); ``num_warps``: Triton warps per program (default
+    :func:`default_num_warps` of the width run)."""
+    tables, state = schedule_init(graph, keys, placement, params, num_devices)
+    v = tables.pop_row.shape[0]
+    slots, k = slot_tables(graph, placement, tables.item_at_rank, state.node[:v, 0],
+                           tables.entry[:, 0], tables.entry[:, 1], num_devices, chunk)
+    rows = tables.pop_row[slots.rank_at_slot].at[:, 4].set(slots.first).at[:, 5].set(
+        slots.last)  # by slot: device, source device, duration hi, lo, first, last
+    run = batched_kernel(_list_kernel, 1, k, chunk, interpret, num_warps,
+                         num_devices=num_devices)
+    order, tail = (x[0] for x in run(slots.word[None], rows[None], slots.successor[None],
+                                     slots.count[None]))
+    taken = tail[2]
+    final = state._replace(
+        node=state.node.at[:v, 0].set(jnp.where(slots.slot >= 0,
+                                                steps_by_slot(order, taken)[slots.slot], 0)),
+        free=tail[None, :2],  # the makespan (hi, lo) as one row: the last end is its maximum
+        step=taken)
+    return schedule_result(tables, final)
 
 
 def lane_widths(vp: int) -> tuple[int, ...]:
@@ -184,97 +220,110 @@ def default_num_warps(width: int) -> int:
 
 
 @functools.cache
-def _batched_decode(num_devices: int, chunk: int, k: int, interpret: bool | None,
-                    num_warps: int | None):
-    """``(word [B, V_p], pop_row [B, V_p, 6], successor [B, Q + chunk], count [B])`` →
-    ``(order [B, V_p], tail [B, 4])``: the kernel vmapped over the batch (its grid), at the
-    narrowest of :func:`lane_widths` that holds the whole batch (one ``lax.switch``). A
-    :func:`~gsched.core.batching.flat_batch` function: vmapping it (over graphs, or a caller's
-    own ``vmap``) merges the new axis into the batch, so the width stays one unbatched choice."""
+def batched_kernel(kernel, per_step: int, k: int, chunk: int, interpret: bool | None,
+                   num_warps: int | None, **params):
+    """A kernel over a batch: ``(word [B, V_p], rows [B, V_p, C], successor [B, Q + chunk],
+    count [B], *lanes [B, V_p])`` → ``(*per-step outputs [B, V_p], tail [B, 4])``, all int32,
+    vmapped over the batch (the grid) at the narrowest of :func:`lane_widths` that holds the
+    whole batch (one ``lax.switch``). ``kernel(word_ref, rows_ref, successor_ref, *lane_refs,
+    *per_step_refs, tail_ref, chunk=, k=, **params)`` schedules one chromosome at the width of
+    its refs.
+    A :func:`~gsched.core.batching.flat_batch` function: vmapping it (over graphs, or a
+    caller's own ``vmap``) merges the new axis into the batch, so the width stays one
+    unbatched choice."""
 
-    def decode(word, pop_row, successor, count):
+    def decode(word, rows, successor, count, *lanes):
         vp = word.shape[1]
 
         def at_width(w):
             kw = max(1, (w - 1).bit_length())
-            call = _decode_call(w, num_devices, chunk, kw, interpret,
-                                num_warps or default_num_warps(w))
+            call = _pallas_call(functools.partial(kernel, chunk=chunk, k=kw, **params), w,
+                                per_step, interpret, num_warps or default_num_warps(w))
 
-            def run(word, pop_row, successor):
+            def run(word, rows, successor, *lanes):
                 narrow = jnp.where(word[:, :w] == NEVER, NEVER, jnp.left_shift(
                     jnp.right_shift(word[:, :w], k), kw) | (word[:, :w] & ((1 << kw) - 1)))
-                order, tail = jax.vmap(call)(narrow, pop_row[:, :w], successor)
-                return jnp.pad(order, ((0, 0), (0, vp - w))), tail
+                *steps, tail = jax.vmap(call)(narrow, rows[:, :w], successor,
+                                              *(x[:, :w] for x in lanes))
+                return (*(jnp.pad(x, ((0, 0), (0, vp - w))) for x in steps), tail)
 
             return run
 
         widths = lane_widths(vp)
         return lax.switch(lane_width_index(count, widths), [at_width(w) for w in widths],
-                          word, pop_row, successor)
+                          word, rows, successor, *lanes)
 
     return flat_batch(decode)
 
 
-def _decode_call(vp: int, num_devices: int, chunk: int, k: int, interpret: bool | None,
-                 num_warps: int):
-    """The ``pallas_call``: ``(word [V_p], pop_row [V_p, 6], successor [Q + chunk])`` int32, by
-    slot → ``(order [V_p], tail [4])`` int32: the slot taken at each step (unwritten past the
-    last), and (makespan hi, lo, steps taken, 0)."""
+def _pallas_call(kernel, width: int, per_step: int, interpret: bool | None, num_warps: int):
+    """The ``pallas_call`` of one chromosome at ``width`` lanes: ``per_step`` outputs
+    ``[width]`` and the tail ``[4]``, int32."""
     backend = jax.default_backend()
     if interpret is None:
         interpret = backend == "cpu"
     if not interpret and backend == "tpu":
-        raise NotImplementedError("the fused decode kernel is written for Pallas' Triton (GPU) "
-                                  "backend; on a TPU use the loop decoder or interpret=True")
+        raise NotImplementedError("the fused decode kernels are written for Pallas' Triton "
+                                  "(GPU) backend; on a TPU use the loop decoder or "
+                                  "interpret=True")
     # Triton, not Mosaic GPU; the loop state lives in registers, spread over the warps.
     return pl.pallas_call(
-        lambda *refs: _kernel(*refs, num_devices=num_devices, chunk=chunk, k=k),
-        out_shape=(jax.ShapeDtypeStruct((vp,), jnp.int32), jax.ShapeDtypeStruct((4,), jnp.int32)),
+        kernel,
+        out_shape=(*[jax.ShapeDtypeStruct((width,), jnp.int32)] * per_step,
+                   jax.ShapeDtypeStruct((4,), jnp.int32)),
         interpret=interpret,
         compiler_params=None if interpret else plt.CompilerParams(num_warps=num_warps),
-        name="gsched_list_schedule",
+        name="gsched_schedule",
     )
 
 
-def _kernel(word_ref, pop_ref, successor_ref, order_ref, tail_ref, *, num_devices: int,
-            chunk: int, k: int):
-    """One chromosome's schedule (see the module docstring); refs as in :func:`_decode_call`."""
+def walk_successors(successor_ref, lane: jnp.ndarray, chunk: int, k: int, first, last,
+                    end: fp.Fixed, word: jnp.ndarray, ready: fp.Fixed
+                    ) -> tuple[jnp.ndarray, fp.Fixed]:
+    """Inside a kernel: a started item's firing successor entries ``[first, last)``, ``chunk``
+    per iteration, each a scalar load compared against the lanes; hit lanes lose a dependency
+    (``word − 2**k``) and have their ready time raised to ``end``."""
+
+    def body(carry):
+        q, word, ready_hi, ready_lo = carry
+        hit = functools.reduce(operator.or_, [
+            lane == jnp.where(q + j < last, successor_ref[q + j], -1) for j in range(chunk)])
+        later = hit & fp.greater(end, fp.Fixed(ready_hi, ready_lo))
+        return (q + chunk, jnp.where(hit, word - (1 << k), word),
+                jnp.where(later, end.hi, ready_hi), jnp.where(later, end.lo, ready_lo))
+
+    _, word, ready_hi, ready_lo = lax.while_loop(lambda c: c[0] < last, body,
+                                                 (first, word, ready.hi, ready.lo))
+    return word, fp.Fixed(ready_hi, ready_lo)
+
+
+def _list_kernel(word_ref, rows_ref, successor_ref, order_ref, tail_ref, *, num_devices: int,
+                 chunk: int, k: int):
+    """One chromosome's list schedule: ``rows [V_p, 6]`` (device, source device, duration hi,
+    lo, first, last by slot) → ``order [V_p]`` (the slot taken at each step), ``tail``
+    (makespan hi, lo, steps taken, 0)."""
     vp = word_ref.shape[0]
     dp = pl.next_power_of_2(num_devices)
     lane = lax.broadcasted_iota(jnp.int32, (vp,), 0)
     device_lane = lax.broadcasted_iota(jnp.int32, (dp,), 0)
     zeros = jnp.zeros((vp,), jnp.int32)
 
-    def walk(end, last):
-        """Inner loop body: firing entries ``[q, q + chunk)`` of the current item (``< last``),
-        each a scalar load and one compare against the lanes."""
-
-        def body(carry):
-            q, word, ready_hi, ready_lo = carry
-            hit = functools.reduce(operator.or_, [
-                lane == jnp.where(q + j < last, successor_ref[q + j], -1) for j in range(chunk)])
-            later = hit & fp.greater(end, fp.Fixed(ready_hi, ready_lo))
-            return (q + chunk, jnp.where(hit, word - (1 << k), word),
-                    jnp.where(later, end.hi, ready_hi), jnp.where(later, end.lo, ready_lo))
-
-        return body
-
     def step(carry):
         s, best, word, ready_hi, ready_lo, free_hi, free_lo = carry
         slot = best & ((1 << k) - 1)
-        order_ref[s] = slot
+        order_ref[s] = slot  # a scalar store, never read back
         device, source, duration_hi, duration_lo, first, last = (
-            pop_ref[slot, column] for column in range(6))
+            rows_ref[slot, column] for column in range(6))
         this = lane == slot
         ready = fp.Fixed(jnp.sum(jnp.where(this, ready_hi, 0)),
                          jnp.sum(jnp.where(this, ready_lo, 0)))
         uses = (device_lane == device) | (device_lane == source)
         start = fp.maximum(ready, fp.masked_max(fp.Fixed(free_hi, free_lo), uses))
         end = fp.add(start, fp.Fixed(duration_hi, duration_lo), TIME_LO_BITS)
-        _, word, ready_hi, ready_lo = lax.while_loop(
-            lambda c: c[0] < last, walk(end, last),
-            (first, jnp.where(this, NEVER, word), ready_hi, ready_lo))
-        return (s + 1, jnp.min(word), word, ready_hi, ready_lo,
+        word, ready = walk_successors(successor_ref, lane, chunk, k, first, last, end,
+                                      jnp.where(this, NEVER, word),
+                                      fp.Fixed(ready_hi, ready_lo))
+        return (s + 1, jnp.min(word), word, ready.hi, ready.lo,
                 jnp.where(uses, end.hi, free_hi), jnp.where(uses, end.lo, free_lo))
 
     word = word_ref[...]

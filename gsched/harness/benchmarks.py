@@ -1,4 +1,5 @@
-"""What the benchmarks share: their sections of ``docs/benchmarks.md`` and the machine they ran on.
+"""What the benchmarks share: their sections of ``docs/benchmarks.md``, the machine they ran on,
+and the bit-for-bit comparison of two decoders' results (:func:`mismatches`).
 
 A benchmark writes one Markdown section per machine and backend (:func:`write_section`
 replaces the section with the same title and keeps the others, so CPU and GPU results
@@ -18,6 +19,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 import jax
+import numpy as np
 
 DEFAULT_OUTPUT = Path("docs/benchmarks.md")
 FILE_HEADER = ("# Benchmarks\n\nCost-model throughput, written by `make bench` "
@@ -115,3 +117,27 @@ def write_section(path: Path, title: str, body: str) -> None:
         lines = lines[:start] + section + lines[end if end is not None else len(lines):]
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text("\n".join(lines).rstrip("\n") + "\n")
+
+
+def mismatches(want, got) -> list[str]:
+    """Fields of two results (NamedTuples of arrays: Evaluations, Schedules) that differ
+    (floats compared bit for bit, None only where None), with the first differing chromosome
+    (index along the leading axis): how the decoders are checked against each other."""
+    bad = []
+    for field in want._fields:
+        x, y = getattr(want, field), getattr(got, field)
+        if (x is None) != (y is None):
+            bad.append(f"{field}: None on one side")
+            continue
+        if x is None:
+            continue
+        x, y = np.asarray(x), np.asarray(y)
+        if x.shape != y.shape or x.dtype != y.dtype:
+            bad.append(f"{field}: {x.shape} {x.dtype} vs {y.shape} {y.dtype}")
+            continue
+        if x.dtype.kind == "f":
+            x, y = x.view(np.int32), y.view(np.int32)
+        rows = np.nonzero((x != y).reshape(x.shape[0] if x.ndim else 1, -1).any(axis=1))[0]
+        if rows.size:
+            bad.append(f"{field}: {rows.size} chromosomes differ, first {rows[0]}")
+    return bad

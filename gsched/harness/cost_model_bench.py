@@ -16,7 +16,8 @@ and device counts ``D``, with compile time reported apart from steady-state time
   with ``D = 1`` up to ``dense.DENSE_MAX_OPS`` ops and by :mod:`gsched.costmodel.dense_multi`
   with ``D ≥ 2`` up to ``dense.DENSE_MULTI_MAX_OPS`` (what the main table's rows measure
   there; on a GPU the fused kernel of :mod:`gsched.costmodel.pallas_decode` takes their
-  place); this table times them next to the ready-tree loop they replace
+  place, and the event-driven schedulers' loop is timed against their kernel,
+  :mod:`gsched.costmodel.pallas_dynamic`); this table times them next to the loop they replace
   (``evaluate_with_decoder``), unsharded and with one shard per device, the calls of each size
   and ``D`` interleaved so that all see the same machine load (``--decoder-sizes``,
   ``--decoder-devices``, ``--decoder-population``; by default at the benchmarked sizes among
@@ -98,9 +99,9 @@ def default_population(num_ops: int, backend: str, scheduler: str = "list") -> i
     """Population per call: ~0.3–1 s per call on a 2-core CPU, enough parallel work on a GPU.
     The event-driven schedulers cost O(V) per started item (O(V²) per evaluation), so they get
     smaller populations."""
-    if scheduler != "list":
+    if scheduler != "list":  # on a GPU, the fused kernel (~2× the list kernel's work)
         table = ((100, 64), (500, 16), (2000, 4), (math.inf, 1)) if backend == "cpu" else \
-            ((100, 4096), (500, 1024), (2000, 256), (math.inf, 32))
+            ((100, 16384), (500, 4096), (2000, 1024), (math.inf, 128))
     else:
         table = ((100, 1024), (500, 512), (2000, 256), (math.inf, 32)) if backend == "cpu" \
             else ((100, 65536), (500, 16384), (2000, 4096), (math.inf, 512))
@@ -129,7 +130,8 @@ class Config:
 
     @property
     def decoder_mode(self) -> str:
-        return self.decoder + (", sharded" if self.sharded else "")
+        return (self.decoder + ("" if self.scheduler == "list" else f" ({self.scheduler})")
+                + (", sharded" if self.sharded else ""))
 
     @property
     def evaluations(self) -> int:
@@ -363,11 +365,13 @@ def render(results: dict[Config, Result], main: list[Config], batch: Config | No
 
     decoder_rows = [c for c in decoder_rows if c in results]
     if decoder_rows:
-        out += ["", ("**Decoders** (list scheduler): the ready-tree loop "
+        out += ["", ("**Decoders** (list scheduler unless named): the ready-tree loop "
                      "(`gsched.costmodel.schedule`, what every evaluation ran before) and the "
                      "dense decodes (D = 1: `gsched.costmodel.dense`; D ≥ 2: "
                      "`gsched.costmodel.dense_multi`) on a CPU, or the fused kernel "
-                     "(`gsched.costmodel.pallas_decode`) on a GPU, through "
+                     "(`gsched.costmodel.pallas_decode`) on a GPU, where the event-driven "
+                     "schedulers' loop (`gsched.costmodel.dynamic`, roofline on) is also timed "
+                     "against their fused kernel (`gsched.costmodel.pallas_dynamic`), through "
                      "`evaluate_with_decoder`, "
                      f"unsharded and sharded over the {len(jax.devices())} host device(s); same "
                      "graphs, keys and parameters as the main table, results checked identical. "
@@ -380,7 +384,8 @@ def render(results: dict[Config, Result], main: list[Config], batch: Config | No
             r = results[cfg]
             base = next((results[c] for c in decoder_rows if c.decoder == "loop"
                          and not c.sharded and c.num_ops == cfg.num_ops
-                         and c.num_devices == cfg.num_devices), None)
+                         and c.num_devices == cfg.num_devices
+                         and c.scheduler == cfg.scheduler), None)
             ratio = "—" if base is None else statistics.median(
                 b / t for b, t in zip(base.call_times_s, r.call_times_s))
             ratio = ratio if isinstance(ratio, str) else f"{ratio:.2f}×"
@@ -397,7 +402,10 @@ def render(results: dict[Config, Result], main: list[Config], batch: Config | No
                      f"row with the §8.1 roofline on: hbm_bandwidth {HBM_BANDWIDTH:g} B/unit, "
                      f"launch_overhead {LAUNCH_OVERHEAD:g}; same graphs, latency and bandwidth "
                      "as above. *vs list* = evals/s of the row / evals/s of the list scheduler "
-                     "without fusion at the same N and D."), "",
+                     "without fusion at the same N and D. The event-driven rows run "
+                     + ("their fused kernel (`gsched.costmodel.pallas_dynamic`)."
+                        if pallas_applies("priority", backend) else
+                        "the loop of `gsched.costmodel.dynamic`.")), "",
                 _row(["mode", "N ops", "bucket N/T/E", "D", "P", "compile s", "ms/call",
                       "evals/s", "µs/eval", "vs list"]), _row(["---"] * 10)]
         for cfg in scheduler_rows:
@@ -592,6 +600,12 @@ def main(argv: Sequence[str] | None = None) -> dict[Config, Result]:
          for sh in shardings if not sh or args.decoder_population % len(jax.devices()) == 0
          for decoder in ("loop", fast_decoder)]
         for n in args.decoder_sizes for d in args.decoder_devices]
+    if backend == "gpu":  # the event-driven schedulers' loop against their kernel
+        decoder_groups += [
+            [Config(n, d, args.decoder_population, decoder=decoder, scheduler=s, roofline=True)
+             for decoder in ("loop", "pallas")]
+            for n in args.decoder_sizes for d in args.decoder_devices
+            for s in args.schedulers if s != "list"]
 
     todo = list(dict.fromkeys(main_cfgs + ([batch_cfg] if batch_cfg else [])
                               + ([sharded_cfg] if sharded_cfg else [])

@@ -1,0 +1,145 @@
+"""SPEC §8.2's event-driven ``"priority"`` / ``"fifo"`` schedulers as one fused Pallas kernel per
+chromosome, for accelerators: what :mod:`gsched.costmodel.pallas_decode` does for the list
+scheduler, on the same slots, inputs and successor walk.
+
+The loop of :mod:`gsched.costmodel.dynamic` makes one dense ``O(V)`` pass per started item over
+every item; here the pass is over the ``V_p`` running items' lanes, inside one program
+instance, with the loop state in registers: per lane the ``word`` (unstarted dependencies and
+slot, as in the list kernel; an item is *known* when its word is below ``2**k``), the ready time
+and the free time of the item's stream (hi, lo), and, loaded once, the item's stream and whether
+it is a program input. A step is the loop's decision, in the same order:
+
+1. the stream to run next and its start: the lexicographic minimum of ``(max(free, ready),
+   stream)`` over known lanes (three reductions, carried from the previous step);
+2. the candidates, the known items of that stream with ``ready ≤ start``; the one started is
+   the smallest slot (= §2 rank: ``"priority"``) or the smallest ``(ready, slot)`` with a
+   program input's ready time read as −∞ (``"fifo"``);
+3. its slot and start are written to the ``order`` / ``start`` outputs (scalar stores), its
+   duration and successor range read with scalar loads; its stream's lanes get its end as their
+   free time; its firing successors are walked (:func:`~gsched.costmodel.pallas_decode.
+   walk_successors`: the loop walks them at start time too, §8.2's "ready once all
+   dependencies have started").
+
+Plain JAX prepares the inputs with :func:`~gsched.costmodel.dynamic.dynamic_init` and turns the
+outputs into the loop's :class:`~gsched.costmodel.dynamic.DynamicSchedule` with
+:func:`~gsched.costmodel.dynamic.dynamic_result`: bit for bit the loop's results. Per step
+``O(V_p)`` work (about 30 vector operations and four or six reductions), ``O(V_p²)`` per
+chromosome like the loop, but without its per-step kernel launches.
+"""
+
+from __future__ import annotations
+
+import jax.numpy as jnp
+from jax import lax
+
+from gsched.core import fixedpoint as fp
+from gsched.core.padding import PaddedGraph
+from gsched.costmodel.dynamic import DynamicSchedule, dynamic_init, dynamic_result
+from gsched.costmodel.params import CostParams
+from gsched.costmodel.pallas_decode import (
+    NEVER,
+    batched_kernel,
+    slot_tables,
+    steps_by_slot,
+    walk_successors,
+)
+from gsched.costmodel.schedule import TIME_LO_BITS, Placement
+
+_BIG = (1 << 31) - 1  # above every time and stream: "no lane"
+
+
+def pallas_dynamic_schedule(graph: PaddedGraph, keys: jnp.ndarray, placement: Placement,
+                            params: CostParams, num_devices: int, scheduler: str,
+                            chunk: int = 8, interpret: bool | None = None,
+                            num_warps: int | None = None) -> DynamicSchedule:
+    """One chromosome's ``"priority"`` or ``"fifo"`` schedule (no batch axis; ``jax.vmap``
+    makes the population the kernel's grid), bit for bit the loop's :class:`DynamicSchedule`.
+    Arguments as :func:`~gsched.costmodel.pallas_decode.pallas_schedule`'s."""
+    if scheduler not in ("priority", "fifo"):
+        raise ValueError(f"the event-driven kernel runs 'priority' or 'fifo', got {scheduler!r}")
+    tables, state = dynamic_init(graph, keys, placement, params, num_devices)
+    v = tables.stream.shape[0]
+    indegree = state.node[:v, 0][tables.item_at_rank]  # by rank
+    slots, k = slot_tables(graph, placement, tables.item_at_rank, indegree,
+                           tables.rank[tables.entry[:, 0]], tables.entry[:, 1], num_devices,
+                           chunk)
+    item = tables.item_at_rank[slots.rank_at_slot]  # by slot
+    rows = jnp.stack([tables.item_row[item, 1], tables.item_row[item, 2], slots.first,
+                      slots.last], axis=1)  # duration hi, lo, first, last
+    lanes = (tables.stream[item], tables.is_input[item].astype(jnp.int32))
+    run = batched_kernel(_dynamic_kernel, 3, k, chunk, interpret, num_warps,
+                         fifo=scheduler == "fifo")
+    order, start_hi, start_lo, tail = (x[0] for x in run(
+        slots.word[None], rows[None], slots.successor[None], slots.count[None],
+        *(x[None] for x in lanes)))
+    taken = tail[2]
+    steps = steps_by_slot(order, taken)  # by slot
+    at_step = jnp.clip(-1 - steps, 0, order.shape[0] - 1)
+    slot = slots.slot[tables.rank]  # by item
+    runs = slot >= 0
+    node = state.node.at[:v].set(jnp.stack([
+        jnp.where(runs, steps[slot], 1),  # never-running items keep a dependency
+        jnp.where(runs, start_hi[at_step][slot], 0),
+        jnp.where(runs, start_lo[at_step][slot], 0)], axis=1))
+    final = state._replace(node=node, free=tail[None, :2], step=taken)
+    return dynamic_result(tables, final)
+
+
+def _dynamic_kernel(word_ref, rows_ref, successor_ref, stream_ref, input_ref, order_ref,
+                    start_hi_ref, start_lo_ref, tail_ref, *, fifo: bool, chunk: int, k: int):
+    """One chromosome's event-driven schedule: ``rows [V_p, 4]`` (duration hi, lo, first, last
+    by slot), lanes ``stream`` / ``input [V_p]`` → ``order``, ``start`` hi / lo ``[V_p]`` by
+    step, ``tail`` (makespan hi, lo, steps taken, 0)."""
+    vp = word_ref.shape[0]
+    lane = lax.broadcasted_iota(jnp.int32, (vp,), 0)
+    stream = stream_ref[...]
+    is_input = input_ref[...] != 0
+    zeros = jnp.zeros((vp,), jnp.int32)
+
+    def lexmin(mask, *columns):
+        """The lexicographic minimum of ``columns`` over ``mask`` (``_BIG``s if empty)."""
+        out = []
+        for column in columns:
+            least = jnp.min(jnp.where(mask, column, _BIG))
+            mask = mask & (column == least)
+            out.append(least)
+        return out
+
+    def pick(word, ready, free):
+        """The next stream and its start: min (max(free, ready), stream) over known lanes."""
+        earliest = fp.maximum(ready, free)
+        return lexmin(word < (1 << k), earliest.hi, earliest.lo, stream)
+
+    def step(carry):
+        s, start_hi, start_lo, on, word, ready_hi, ready_lo, free_hi, free_lo, end_hi, end_lo \
+            = carry
+        start = fp.Fixed(start_hi, start_lo)
+        candidate = ((word < (1 << k)) & (stream == on)
+                     & ~fp.greater(fp.Fixed(ready_hi, ready_lo), start))
+        keys = (jnp.where(is_input, -1, ready_hi), jnp.where(is_input, 0, ready_lo)) \
+            if fifo else ()
+        best = lexmin(candidate, *keys, lane)[-1]
+        order_ref[s] = best  # scalar stores, never read back
+        start_hi_ref[s] = start_hi
+        start_lo_ref[s] = start_lo
+        duration_hi, duration_lo, first, last = (rows_ref[best, column] for column in range(4))
+        end = fp.add(start, fp.Fixed(duration_hi, duration_lo), TIME_LO_BITS)
+        word, ready = walk_successors(successor_ref, lane, chunk, k, first, last, end,
+                                      jnp.where(lane == best, NEVER, word),
+                                      fp.Fixed(ready_hi, ready_lo))
+        mine = stream == on
+        free = fp.Fixed(jnp.where(mine, end.hi, free_hi), jnp.where(mine, end.lo, free_lo))
+        latest = fp.maximum(fp.Fixed(end_hi, end_lo), end)
+        return (s + 1, *pick(word, ready, free), word, ready.hi, ready.lo, free.hi, free.lo,
+                latest.hi, latest.lo)
+
+    word = word_ref[...]
+    none = fp.Fixed(zeros, zeros)
+    zero = jnp.int32(0)
+    carry = lax.while_loop(lambda c: c[1] < _BIG, step,
+                           (zero, *pick(word, none, none), word, zeros, zeros, zeros, zeros,
+                            zero, zero))
+    tail_ref[0] = carry[-2]  # the makespan: the latest end
+    tail_ref[1] = carry[-1]
+    tail_ref[2] = carry[0]
+    tail_ref[3] = zero
