@@ -107,13 +107,17 @@ scaling() {
     --output "$OUT/benchmarks.md" --section-title "Cost-model throughput at 10,000 ops — GPU"
 }
 
-tune() {  # the kernels' two knobs at 500 ops, D = 2: successor entries per inner iteration
-  # (chunk; 8 is the only value timed on a GPU so far) and Triton warps per program (0: the
-  # default, 4 up to 1,024 lanes); every variant checked identical to the first
+tune() {  # the kernels' two knobs at 500 ops, D = 2 (list, then priority): successor entries
+  # per inner iteration (chunk; 8 is the only value timed on a GPU so far) and Triton warps per
+  # program (0: the default, 4 up to 1,024 lanes); every variant checked identical to the first
   [ -f "$OUT/benchmarks.md" ] || cp docs/benchmarks.md "$OUT/benchmarks.md"
   step 240 tune_kernel $PY -m eval.tune_kernel --size 500 --devices 2 --chunks 1,2,4,8 \
     --warps 0,1,2,8 --population 16384 --repeats 3 --output "$OUT/benchmarks.md" \
     --section-title "Fused-kernel tuning, 500 ops, D = 2 — GPU"
+  step 120 tune_kernel_priority $PY -m eval.tune_kernel --size 500 --devices 2 \
+    --scheduler priority --chunks 1,2,8 --warps 0,2 --population 4096 --repeats 3 \
+    --output "$OUT/benchmarks.md" \
+    --section-title "Fused-kernel tuning, priority, 500 ops, D = 2 — GPU"
 }
 
 mid() {  # at the H200's ~10 steps/s of the larger full config, a few minutes. MID_ARGS: config

@@ -1,10 +1,12 @@
-"""The fused decode kernel's two knobs, timed: successor entries per inner iteration (``chunk``)
-and Triton warps per program (``num_warps``), on one graph's population.
+"""The fused decode kernels' two knobs, timed: successor entries per inner iteration (``chunk``)
+and Triton warps per program (``num_warps``), on one graph's population, for the list kernel or
+(``--scheduler``) the event-driven one.
 
-Times the list schedule alone (placement, ``schedule_init``, the kernel and its result, as
-``eval.profile_decode``'s third stage), every variant on the same keys, interleaved round by
-round so that all see the same load, and checks every variant's :class:`Schedule` bit for bit
-against the first one. Warps ``0`` means the kernel's default
+Times the schedule alone (placement, ``schedule_init`` or ``dynamic_init``, the kernel and its
+result, as ``eval.profile_decode``'s third stage), every variant on the same keys, interleaved
+round by
+round so that all see the same load, and checks every variant's schedule bit for bit against
+the first one. Warps ``0`` means the kernel's default
 (:func:`~gsched.costmodel.pallas_decode.default_num_warps`). On a CPU the kernel runs in
 Pallas' interpreter: correct, but its timings mean nothing for a GPU (use it to try the
 program on a small graph)::
@@ -28,6 +30,7 @@ import numpy as np
 
 from gsched.core.padding import bucket_for, pad_graph, pad_keys
 from gsched.costmodel.pallas_decode import default_num_warps, pallas_schedule
+from gsched.costmodel.pallas_dynamic import pallas_dynamic_schedule
 from gsched.costmodel.params import CostParams
 from gsched.costmodel.schedule import decode_placement
 from gsched.generators import random_computation_graph
@@ -42,14 +45,20 @@ from gsched.infra.progress import log
 PARAMS = CostParams(latency=0.1, bandwidth=16384.0)
 
 
-def schedule_fn(num_devices: int, base: int, chunk: int, num_warps: int | None):
-    """``(graph, keys [P, L], params) → Schedule`` with these knobs, jitted."""
+def schedule_fn(num_devices: int, base: int, scheduler: str, chunk: int,
+                num_warps: int | None):
+    """``(graph, keys [P, L], params) → Schedule`` (or ``DynamicSchedule``) with these knobs,
+    jitted."""
 
     def fn(graph, keys, params):
         def one(k):
             k = k[:base]
-            return pallas_schedule(graph, k, decode_placement(graph, k, num_devices), params,
-                                   num_devices, chunk, num_warps=num_warps)
+            placement = decode_placement(graph, k, num_devices)
+            if scheduler == "list":
+                return pallas_schedule(graph, k, placement, params, num_devices, chunk,
+                                       num_warps=num_warps)
+            return pallas_dynamic_schedule(graph, k, placement, params, num_devices, scheduler,
+                                           chunk, num_warps=num_warps)
         return jax.vmap(one)(keys)
 
     return jax.jit(fn)
@@ -61,6 +70,7 @@ def main(argv: Sequence[str] | None = None) -> None:
                                 description=__doc__.split("\n\n")[0])
     p.add_argument("--size", type=int, default=500, help="ops of random_computation_graph")
     p.add_argument("--devices", type=int, default=2)
+    p.add_argument("--scheduler", choices=("list", "priority", "fifo"), default="list")
     p.add_argument("--chunks", type=parse_int_list, default=(1, 2, 4, 8))
     p.add_argument("--warps", type=parse_int_list, default=(0,),
                    help="Triton warps per program; 0: the kernel's default")
@@ -84,7 +94,7 @@ def main(argv: Sequence[str] | None = None) -> None:
 
     fns, first_s, reference = {}, {}, None
     for c, w in variants:
-        fns[c, w] = schedule_fn(d, bucket.chromosome_length(d), c, w or None)
+        fns[c, w] = schedule_fn(d, bucket.chromosome_length(d), args.scheduler, c, w or None)
         t0 = time.perf_counter()
         out = jax.block_until_ready(fns[c, w](padded, keys, params))
         first_s[c, w] = time.perf_counter() - t0
@@ -103,7 +113,7 @@ def main(argv: Sequence[str] | None = None) -> None:
             times[v].append(time.perf_counter() - t0)
         log(f"[tune] round {r + 1}/{args.repeats} done")
 
-    steps = np.asarray(reference.num_steps)
+    steps = np.asarray((reference if args.scheduler == "list" else reference.schedule).num_steps)
     rows = ["| chunk | warps | compile s | ms/call | evals/s | µs/eval |",
             "| --- | --- | --- | --- | --- | --- |"]
     best = None
@@ -117,7 +127,8 @@ def main(argv: Sequence[str] | None = None) -> None:
         log(f"[tune] chunk {c}, warps {warps}: {1e3 * median:.1f} ms/call, {rate:,.0f} evals/s")
     body = "\n".join([
         *section_header("eval.tune_kernel", argv), "",
-        f"The list schedule alone (placement, `schedule_init`, the fused kernel and its result) "
+        f"The {args.scheduler} schedule alone (placement, its tables, the fused kernel and its "
+        f"result) "
         f"of `random_computation_graph({args.size}, 0)` (bucket {bucket.num_ops}/"
         f"{bucket.num_tensors}/{bucket.num_edges}), D = {d}, P = {args.population} uniform "
         f"random chromosomes ({int(steps.min())}–{int(steps.max())} items scheduled each); "

@@ -6,6 +6,7 @@ others (``gsched.harness.benchmarks.write_section``); the accelerator-session to
 from __future__ import annotations
 
 import re
+from collections import namedtuple
 
 import numpy as np
 
@@ -93,6 +94,10 @@ def test_check_decoders_passes_identical_decoders_and_names_a_difference():
     assert mismatches(a, a) == []
     assert mismatches(a, a._replace(runtime=runtime)) == [
         "runtime: 1 chromosomes differ, first 2"]
+    inner, outer = namedtuple("Inner", "x"), namedtuple("Outer", "schedule start")
+    want = outer(inner(np.zeros(3, np.float32)), np.ones(3, np.float32))
+    got = want._replace(schedule=inner(np.array([0, 1, 0], np.float32)))
+    assert mismatches(want, got) == ["schedule.x: 1 chromosomes differ, first 1"]
 
 
 def test_profile_decode_times_every_stage(capsys):
@@ -113,3 +118,7 @@ def test_tune_kernel_times_every_variant_and_checks_them_identical(tmp_path):
     rows = [line for line in text.splitlines() if re.match(r"\| [13] \| (default|2) \|", line)]
     assert len(rows) == 4
     assert "Pallas' interpreter" in text and "Fastest: chunk" in text
+    tune_kernel.main(["--size", "12", "--devices", "2", "--scheduler", "fifo", "--chunks", "1,2",
+                      "--population", "3", "--repeats", "1", "--output", str(out),
+                      "--section-title", TITLE])
+    assert "The fifo schedule alone" in out.read_text()

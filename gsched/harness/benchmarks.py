@@ -120,9 +120,10 @@ def write_section(path: Path, title: str, body: str) -> None:
 
 
 def mismatches(want, got) -> list[str]:
-    """Fields of two results (NamedTuples of arrays: Evaluations, Schedules) that differ
-    (floats compared bit for bit, None only where None), with the first differing chromosome
-    (index along the leading axis): how the decoders are checked against each other."""
+    """Fields of two results (NamedTuples of arrays, possibly nested: Evaluations, Schedules)
+    that differ (floats compared bit for bit, None only where None), with the first differing
+    chromosome (index along the leading axis): how the decoders are checked against each
+    other."""
     bad = []
     for field in want._fields:
         x, y = getattr(want, field), getattr(got, field)
@@ -130,6 +131,9 @@ def mismatches(want, got) -> list[str]:
             bad.append(f"{field}: None on one side")
             continue
         if x is None:
+            continue
+        if hasattr(x, "_fields"):  # a nested result (a DynamicSchedule's Schedule)
+            bad += [f"{field}.{line}" for line in mismatches(x, y)]
             continue
         x, y = np.asarray(x), np.asarray(y)
         if x.shape != y.shape or x.dtype != y.dtype:
