@@ -87,6 +87,8 @@ tests() {  # the interpret-mode identity tests, compiled for the GPU this time
 profile() {
   step 60 profile_500 $PY -m eval.profile_decode --sizes 500 --devices 1,2,4 --population 16384
   step 50 profile_2000 $PY -m eval.profile_decode --sizes 2000 --devices 1,2 --population 2048
+  step 50 profile_priority $PY -m eval.profile_decode --sizes 500 --devices 2 --population 4096 \
+    --scheduler priority
 }
 
 go_gdp() {

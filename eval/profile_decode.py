@@ -2,11 +2,13 @@
 
 Times cumulative prefixes of one population's evaluation (each its own jitted function, so
 XLA cannot drop the work: every prefix returns what it computed): the placement decode, + the
-schedule's set-up (``schedule_init``: ranks, durations, CSR tables), + the schedule itself (the
-fused kernel on a GPU, with its result conversion), + SPEC §3's memory walk (the whole
-``evaluate_population``). Differences between rows are the stages' costs::
+schedule's set-up (``schedule_init``, or ``dynamic_init`` for SPEC §8.2's schedulers: ranks,
+durations, CSR tables), + the schedule itself (the fused kernel on a GPU, with its result
+conversion), + SPEC §3's memory walk (the whole ``evaluate_population``). Differences between
+rows are the stages' costs::
 
     python -m eval.profile_decode --sizes 500 --devices 1,2 --population 16384
+    python -m eval.profile_decode --sizes 500 --devices 2 --scheduler priority
 """
 
 from __future__ import annotations
@@ -23,7 +25,9 @@ import numpy as np
 
 from gsched.core.padding import bucket_for, pad_graph, pad_keys
 from gsched.costmodel.evaluate import evaluate_population
+from gsched.costmodel.dynamic import dynamic_init
 from gsched.costmodel.pallas_decode import pallas_applies, pallas_schedule
+from gsched.costmodel.pallas_dynamic import pallas_dynamic_schedule
 from gsched.costmodel.params import CostParams
 from gsched.costmodel.schedule import decode_placement, schedule_init
 from gsched.generators import random_computation_graph
@@ -46,30 +50,35 @@ def _timed(fn, *args, repeats: int) -> tuple[float, float]:
     return first, statistics.median(times)
 
 
-def stages(num_devices: int, chunk: int, base: int):
+def stages(num_devices: int, chunk: int, base: int, scheduler: str = "list"):
     """The cumulative prefixes, each ``(graph, keys, params) -> arrays``; ``base``: the SPEC §2
     part of a padded chromosome."""
+    init_tables = schedule_init if scheduler == "list" else dynamic_init
 
     def placement(g, keys, prm):
         return jax.vmap(lambda k: decode_placement(g, k[:base], num_devices))(keys)
 
     def init(g, keys, prm):
         def one(k):
-            return schedule_init(g, k[:base], decode_placement(g, k[:base], num_devices), prm,
-                                 num_devices)
+            return init_tables(g, k[:base], decode_placement(g, k[:base], num_devices), prm,
+                               num_devices)
         return jax.vmap(one)(keys)
 
     def schedule(g, keys, prm):
         def one(k):
-            return pallas_schedule(g, k[:base], decode_placement(g, k[:base], num_devices), prm,
-                                   num_devices, chunk)
+            placement = decode_placement(g, k[:base], num_devices)
+            if scheduler == "list":
+                return pallas_schedule(g, k[:base], placement, prm, num_devices, chunk)
+            return pallas_dynamic_schedule(g, k[:base], placement, prm, num_devices, scheduler,
+                                           chunk)
         return jax.vmap(one)(keys)
 
     def whole(g, keys, prm):
-        return evaluate_population(g, keys, prm, num_devices=num_devices, chunk=chunk)
+        return evaluate_population(g, keys, prm, num_devices=num_devices, chunk=chunk,
+                                   scheduler=scheduler)
 
     rows = [("placement", placement), ("+ schedule_init", init)]
-    if pallas_applies():
+    if pallas_applies(scheduler):
         rows.append(("+ fused kernel and result", schedule))
     return rows + [("+ memory walk = evaluate_population", whole)]
 
@@ -81,10 +90,11 @@ def main(argv: Sequence[str] | None = None) -> None:
     p.add_argument("--devices", type=parse_int_list, default=(1, 2))
     p.add_argument("--population", type=int, default=16384)
     p.add_argument("--chunk", type=int, default=8)
+    p.add_argument("--scheduler", choices=("list", "priority", "fifo"), default="list")
     p.add_argument("--repeats", type=int, default=3)
     args = p.parse_args(sys.argv[1:] if argv is None else argv)
     log(f"[profile] backend {jax.default_backend()} ({jax.devices()[0].device_kind}), "
-        f"P = {args.population}, chunk {args.chunk}")
+        f"P = {args.population}, chunk {args.chunk}, {args.scheduler} scheduler")
     rng = np.random.default_rng(0)
     for n in args.sizes:
         graph = random_computation_graph(n, 0)
@@ -94,7 +104,7 @@ def main(argv: Sequence[str] | None = None) -> None:
             keys = jnp.asarray(pad_keys(rng.random((args.population, graph.chromosome_length(d)),
                                                    np.float32), graph, bucket, d))
             prm = jax.tree.map(jnp.asarray, PARAMS)
-            for name, fn in stages(d, args.chunk, bucket.chromosome_length(d)):
+            for name, fn in stages(d, args.chunk, bucket.chromosome_length(d), args.scheduler):
                 first, median = _timed(jax.jit(fn), padded, keys, prm, repeats=args.repeats)
                 log(f"[profile] {n} ops, D = {d}: {name:38s} {1e3 * median:9.2f} ms/call "
                     f"({1e6 * median / args.population:7.2f} µs/eval; first call {first:.1f} s)")

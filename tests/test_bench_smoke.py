@@ -107,6 +107,10 @@ def test_profile_decode_times_every_stage(capsys):
     # No Pallas on the CPU: placement, + schedule_init, + memory walk, per D.
     assert sum("ms/call" in line for line in lines) == 6
     assert sum("memory walk = evaluate_population" in line for line in lines) == 2
+    profile_decode.main(["--sizes", "12", "--devices", "2", "--population", "4",
+                         "--repeats", "1", "--scheduler", "fifo"])
+    lines = capsys.readouterr().err.splitlines()
+    assert sum("ms/call" in line for line in lines) == 3 and "fifo scheduler" in lines[0]
 
 
 def test_tune_kernel_times_every_variant_and_checks_them_identical(tmp_path):
