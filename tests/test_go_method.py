@@ -92,6 +92,34 @@ def test_the_ppo_iteration_compiles_once_per_bucket(gdp_run):
     assert int(state.step) == 2 and np.isfinite(float(metrics["reward"]))
 
 
+@pytest.mark.parametrize("run_name", ["gdp_run", "go_run"])
+def test_the_ppo_iteration_is_unchanged_by_the_fused_kernels(run_name, request, monkeypatch):
+    # On a GPU, "auto" evaluates GDP's fifo and GO's priority (+ fusion) schedules with the
+    # fused kernel (gsched.costmodel.pallas_dynamic). Here it runs interpreted inside the whole
+    # jitted PPO iteration (rollouts vmapped over graphs and samples, best tracking) and must
+    # change nothing: metrics and the updated parameters bit for bit.
+    from gsched.core.padding import batch_graphs, bucket_for
+    from gsched.costmodel import evaluate as evaluate_module
+    from gsched.policies.go.ppo import Batch, ExecModel
+
+    net, spec, _ = load_policy(request.getfixturevalue(run_name))
+    exec_model = ExecModel(spec.space.num_devices, spec.scheduler, spec.fusion)
+    graphs = _graphs(2, seed=3)
+    batch = Batch(batch_graphs(graphs, bucket_for(graphs)), np.ones(2, np.float32))
+    results = []
+    for fused in (False, True):
+        jax.clear_caches()  # nothing traced with one decoder is reused with the other
+        monkeypatch.setattr(evaluate_module, "pallas_applies", lambda *_: fused)
+        step = make_train_step(net, spec.space, exec_model, spec.ppo, CostParams(
+            latency=0.1, bandwidth=1e3, hbm_bandwidth=3e4, launch_overhead=0.01))
+        results.append(step(init_state(net, spec.ppo, jax.random.key(1)), batch))
+    (state_loop, metrics_loop), (state_fused, metrics_fused) = results
+    assert spec.scheduler == {"gdp_run": "fifo", "go_run": "priority"}[run_name]
+    for x, y in zip(jax.tree.leaves((state_loop.params, metrics_loop)),
+                    jax.tree.leaves((state_fused.params, metrics_fused))):
+        np.testing.assert_array_equal(np.asarray(x), np.asarray(y))
+
+
 def test_gdp_method_through_optimize_greedy_then_finetuned_and_sampled(gdp_run):
     graphs = _graphs(2, seed=9)
     run = dict(num_devices=2, objective="runtime", scheduler="fifo")
