@@ -16,8 +16,9 @@
 # "profile go_gdp scaling". Since then (untimed on a GPU): the list kernel runs at up to three
 # lane widths and walks only the successor entries that fire; the event-driven schedulers have
 # their own kernel (gsched.costmodel.pallas_dynamic), checked by "check" and timed against
-# their loop in "bench"'s decoders table. Next GPU session: "check bench tune"; compare the
-# D = 2 rows with the H200 section of 2026-11-26 in docs/benchmarks.md only on an H200.
+# their loop in "bench"'s decoders table. Next GPU session: "check tune" first (step limits
+# 10 min in all), then "bench" if device time is left; compare the D = 2 rows with the H200
+# section of 2026-11-26 in docs/benchmarks.md only on an H200.
 #
 # Writes $OUT/log.txt (everything), $OUT/benchmarks.md (docs/benchmarks.md with the new
 # sections), $OUT/brkga_b8.md and $OUT/runs.tgz (training metrics). REGAL_RUN names a run
