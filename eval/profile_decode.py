@@ -26,8 +26,8 @@ import numpy as np
 from gsched.core.padding import bucket_for, pad_graph, pad_keys
 from gsched.costmodel.evaluate import evaluate_population
 from gsched.costmodel.dynamic import dynamic_init
-from gsched.costmodel.pallas_decode import pallas_applies, pallas_schedule
-from gsched.costmodel.pallas_dynamic import pallas_dynamic_schedule
+from gsched.costmodel.pallas_decode import pallas_applies
+from gsched.costmodel.pallas_dynamic import fused_schedule
 from gsched.costmodel.params import CostParams
 from gsched.costmodel.schedule import decode_placement, schedule_init
 from gsched.generators import random_computation_graph
@@ -66,11 +66,8 @@ def stages(num_devices: int, chunk: int, base: int, scheduler: str = "list"):
 
     def schedule(g, keys, prm):
         def one(k):
-            placement = decode_placement(g, k[:base], num_devices)
-            if scheduler == "list":
-                return pallas_schedule(g, k[:base], placement, prm, num_devices, chunk)
-            return pallas_dynamic_schedule(g, k[:base], placement, prm, num_devices, scheduler,
-                                           chunk)
+            return fused_schedule(g, k[:base], decode_placement(g, k[:base], num_devices), prm,
+                                  num_devices, scheduler, chunk)
         return jax.vmap(one)(keys)
 
     def whole(g, keys, prm):
@@ -78,7 +75,7 @@ def stages(num_devices: int, chunk: int, base: int, scheduler: str = "list"):
                                    scheduler=scheduler)
 
     rows = [("placement", placement), ("+ schedule_init", init)]
-    if pallas_applies(scheduler):
+    if pallas_applies():
         rows.append(("+ fused kernel and result", schedule))
     return rows + [("+ memory walk = evaluate_population", whole)]
 

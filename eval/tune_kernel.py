@@ -29,8 +29,8 @@ import jax.numpy as jnp
 import numpy as np
 
 from gsched.core.padding import bucket_for, pad_graph, pad_keys
-from gsched.costmodel.pallas_decode import default_num_warps, pallas_schedule
-from gsched.costmodel.pallas_dynamic import pallas_dynamic_schedule
+from gsched.costmodel.pallas_decode import default_num_warps
+from gsched.costmodel.pallas_dynamic import fused_schedule
 from gsched.costmodel.params import CostParams
 from gsched.costmodel.schedule import decode_placement
 from gsched.generators import random_computation_graph
@@ -47,18 +47,13 @@ PARAMS = CostParams(latency=0.1, bandwidth=16384.0)
 
 def schedule_fn(num_devices: int, base: int, scheduler: str, chunk: int,
                 num_warps: int | None):
-    """``(graph, keys [P, L], params) → Schedule`` (or ``DynamicSchedule``) with these knobs,
-    jitted."""
+    """``(graph, keys [P, L], params) → DynamicSchedule`` with these knobs, jitted."""
 
     def fn(graph, keys, params):
         def one(k):
             k = k[:base]
-            placement = decode_placement(graph, k, num_devices)
-            if scheduler == "list":
-                return pallas_schedule(graph, k, placement, params, num_devices, chunk,
-                                       num_warps=num_warps)
-            return pallas_dynamic_schedule(graph, k, placement, params, num_devices, scheduler,
-                                           chunk, num_warps=num_warps)
+            return fused_schedule(graph, k, decode_placement(graph, k, num_devices), params,
+                                  num_devices, scheduler, chunk, num_warps=num_warps)
         return jax.vmap(one)(keys)
 
     return jax.jit(fn)
@@ -113,7 +108,7 @@ def main(argv: Sequence[str] | None = None) -> None:
             times[v].append(time.perf_counter() - t0)
         log(f"[tune] round {r + 1}/{args.repeats} done")
 
-    steps = np.asarray((reference if args.scheduler == "list" else reference.schedule).num_steps)
+    steps = np.asarray(reference.schedule.num_steps)
     rows = ["| chunk | warps | compile s | ms/call | evals/s | µs/eval |",
             "| --- | --- | --- | --- | --- | --- |"]
     best = None

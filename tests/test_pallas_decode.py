@@ -25,9 +25,8 @@ from gsched.costmodel.pallas_decode import (
     lane_width_index,
     lane_widths,
     pallas_applies,
-    pallas_schedule,
 )
-from gsched.costmodel.pallas_dynamic import pallas_dynamic_schedule
+from gsched.costmodel.pallas_dynamic import fused_schedule, pallas_dynamic_schedule
 from gsched.costmodel.params import CostParams
 from gsched.costmodel.schedule import decode_placement, schedule_init
 from gsched.formats import load_graph
@@ -179,9 +178,8 @@ def test_worked_example(d, keys, order, peaks, runtime):
 
 
 def test_the_switch_and_its_checks():
-    for scheduler in ("list", "priority", "fifo"):
-        assert pallas_applies(scheduler, "gpu")
-        assert not pallas_applies(scheduler, "cpu") and not pallas_applies(scheduler, "tpu")
+    assert pallas_applies("gpu")  # every scheduler has its kernel
+    assert not pallas_applies("cpu") and not pallas_applies("tpu")
     graph = pad_graph(random_computation_graph(10, 0), BUCKET)
     keys = np.zeros((2, BUCKET.chromosome_length(2)), np.float32)
     with pytest.raises(ValueError, match="scheduler"):
@@ -221,11 +219,8 @@ def test_lowers_for_a_gpu_through_triton(d, scheduler):
     params = jax.tree.map(jnp.asarray, PARAMS)
 
     def one(k):
-        placement = decode_placement(padded, k, d)
-        if scheduler == "list":
-            return pallas_schedule(padded, k, placement, params, d, interpret=False)
-        return pallas_dynamic_schedule(padded, k, placement, params, d, scheduler,
-                                       interpret=False)
+        return fused_schedule(padded, k, decode_placement(padded, k, d), params, d, scheduler,
+                              interpret=False)
 
     lowered = jax.jit(jax.vmap(jax.vmap(one))).trace(keys).lower(lowering_platforms=("cuda",))
     text = lowered.as_text()

@@ -51,8 +51,8 @@ from gsched.costmodel.memory import (
     peak_memory,
     single_device_peak_memory,
 )
-from gsched.costmodel.pallas_decode import pallas_applies, pallas_schedule
-from gsched.costmodel.pallas_dynamic import pallas_dynamic_schedule
+from gsched.costmodel.pallas_decode import pallas_applies
+from gsched.costmodel.pallas_dynamic import fused_schedule
 from gsched.costmodel.params import (
     OBJECTIVES,
     CostParams,
@@ -156,18 +156,13 @@ def _evaluate(graph: PaddedGraph, pinned, params: CostParams, keys: jnp.ndarray,
     if dense:
         return _evaluate_dense_multi(graph, pinned, params, keys, num_devices, graph_batched,
                                      fusion, base, decode, evaluation)
-    if _use_pallas(scheduler, decoder):  # one fused kernel per chromosome, vmapped into a grid
+    if _use_pallas(decoder):  # one fused kernel per chromosome, vmapped into a grid
 
         def fused(g, pin, prm, k):
             k = jnp.asarray(k, jnp.float32)
             placement, program, root = decode(g, pin, prm, k)
-            start = end = None
-            if dynamic:
-                schedule, start, end = pallas_dynamic_schedule(
-                    program, k[:base], placement, prm, num_devices, scheduler, chunk)
-            else:
-                schedule = pallas_schedule(program, k[:base], placement, prm, num_devices,
-                                           chunk)
+            schedule, start, end = fused_schedule(program, k[:base], placement, prm,
+                                                  num_devices, scheduler, chunk)
             memory = peak_memory(program, placement, schedule, prm.capacity, num_devices)
             return evaluation(g, placement, root, schedule, memory, start, end)
 
@@ -452,11 +447,11 @@ def _use_dense(bucket, num_devices: int, scheduler: str, decoder: str) -> bool:
         bucket.num_ops, num_devices, scheduler, num_tensors=bucket.num_tensors))
 
 
-def _use_pallas(scheduler: str, decoder: str) -> bool:
+def _use_pallas(decoder: str) -> bool:
     """Whether to schedule with a fused kernel (:mod:`gsched.costmodel.pallas_decode` for the
     list scheduler, :mod:`gsched.costmodel.pallas_dynamic` for the §8.2 ones; any ``D``;
     "auto" picks them on a GPU, ``pallas_applies``; interpreted on a CPU)."""
-    return decoder == "pallas" or (decoder == "auto" and pallas_applies(scheduler))
+    return decoder == "pallas" or (decoder == "auto" and pallas_applies())
 
 
 @functools.partial(jax.jit, static_argnames=_STATIC + ("decoder", "batch"))

@@ -63,12 +63,12 @@ from gsched.costmodel.schedule import (
 NEVER = (1 << 31) - 1  # the word of an item that cannot, or can no longer, be taken
 
 
-def pallas_applies(scheduler: str = "list", backend: str | None = None) -> bool:
-    """Whether the "auto" decoder schedules with a fused kernel: on a GPU (``backend``, default
-    JAX's default backend; a static choice), this module's for the list scheduler,
-    :mod:`gsched.costmodel.pallas_dynamic`'s for the §8.2 ones. Not on a TPU: Mosaic TPU
-    rejects the kernels' 1-D blocks (it tiles the last two dimensions by 8 × 128)."""
-    del scheduler  # every scheduler has its kernel
+def pallas_applies(backend: str | None = None) -> bool:
+    """Whether the "auto" decoder schedules with a fused kernel, whatever the scheduler (this
+    module's for the list scheduler, :mod:`gsched.costmodel.pallas_dynamic`'s for the §8.2
+    ones): on a GPU (``backend``, default JAX's default backend; a static choice). Not on a
+    TPU: Mosaic TPU rejects the kernels' 1-D blocks (it tiles the last two dimensions by
+    8 × 128)."""
     return (backend or jax.default_backend()) == "gpu"
 
 

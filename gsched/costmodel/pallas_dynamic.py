@@ -39,6 +39,7 @@ from gsched.costmodel.params import CostParams
 from gsched.costmodel.pallas_decode import (
     NEVER,
     batched_kernel,
+    pallas_schedule,
     slot_tables,
     steps_by_slot,
     walk_successors,
@@ -83,6 +84,20 @@ def pallas_dynamic_schedule(graph: PaddedGraph, keys: jnp.ndarray, placement: Pl
         jnp.where(runs, start_lo[at_step][slot], 0)], axis=1))
     final = state._replace(node=node, free=tail[None, :2], step=taken)
     return dynamic_result(tables, final)
+
+
+def fused_schedule(graph: PaddedGraph, keys: jnp.ndarray, placement: Placement,
+                   params: CostParams, num_devices: int, scheduler: str, chunk: int = 8,
+                   interpret: bool | None = None, num_warps: int | None = None
+                   ) -> DynamicSchedule:
+    """The fused kernel of ``scheduler``: :func:`pallas_dynamic_schedule` for ``"priority"`` /
+    ``"fifo"``, :func:`~gsched.costmodel.pallas_decode.pallas_schedule` for ``"list"`` (its
+    schedule with ``start`` / ``end`` None: the list scheduler keeps no times)."""
+    if scheduler == "list":
+        return DynamicSchedule(pallas_schedule(graph, keys, placement, params, num_devices,
+                                               chunk, interpret, num_warps), None, None)
+    return pallas_dynamic_schedule(graph, keys, placement, params, num_devices, scheduler,
+                                   chunk, interpret, num_warps)
 
 
 def _dynamic_kernel(word_ref, rows_ref, successor_ref, stream_ref, input_ref, order_ref,

@@ -404,7 +404,7 @@ def render(results: dict[Config, Result], main: list[Config], batch: Config | No
                      "as above. *vs list* = evals/s of the row / evals/s of the list scheduler "
                      "without fusion at the same N and D. The event-driven rows run "
                      + ("their fused kernel (`gsched.costmodel.pallas_dynamic`)."
-                        if pallas_applies("priority", backend) else
+                        if pallas_applies(backend) else
                         "the loop of `gsched.costmodel.dynamic`.")), "",
                 _row(["mode", "N ops", "bucket N/T/E", "D", "P", "compile s", "ms/call",
                       "evals/s", "µs/eval", "vs list"]), _row(["---"] * 10)]
@@ -450,7 +450,7 @@ def _plain_row(results, main, config: Config) -> Result | None:
 
 def _auto_decoder_note(backend: str) -> str:
     """Which decoder ``"auto"`` ran the main table's list-scheduler rows with on ``backend``."""
-    if pallas_applies("list", backend):
+    if pallas_applies(backend):
         return ("Every row uses the fused decode kernel (`gsched.costmodel.pallas_decode`, "
                 "Triton); the loop it replaces is timed in the decoders table.")
     return (f"D = 1 rows up to {DENSE_MAX_OPS:,} ops (bucket) use the dense one-device decode "

@@ -26,6 +26,7 @@ import numpy as np
 from gsched.baselines import HEURISTICS
 from gsched.core.padding import batch_graphs, bucket_for
 from gsched.costmodel.host import evaluate_order
+from gsched.harness.benchmarks import parse_int_list
 from gsched.harness.config import load_config
 from gsched.harness.statistics import bootstrap_interval
 from gsched.policies.topoformer import checkpoint as topo_checkpoint
@@ -93,15 +94,15 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--config", default="eval/configs/nto_large_mid_hybrid.toml")
     parser.add_argument("--checkpoint", default="topoformer_mid")
     parser.add_argument("--budget", type=int, default=5000)
-    parser.add_argument("--seeds", default="0,1,2")
+    parser.add_argument("--seeds", type=parse_int_list, default=(0, 1, 2))
     args = parser.parse_args(argv)
-    seeds = [int(s) for s in args.seeds.split(",")]
     model, model_config = topo_checkpoint.load(args.checkpoint, "beam")
     rng = np.random.default_rng(0)
     print("| dataset | method | peak / XLA default | / uniform BRKGA (95 % bootstrap) | "
           "pairs below uniform BRKGA |")
     print("| --- | --- | --- | --- | --- |")
     for dataset in load_config(args.config).datasets:
-        values = run_dataset(list(dataset.graphs), model, model_config, args.budget, seeds)
+        values = run_dataset(list(dataset.graphs), model, model_config, args.budget,
+                             list(args.seeds))
         print("\n".join(report(dataset.name, values, rng)), flush=True)
     return 0
