@@ -11,14 +11,16 @@
 # go_gdp (GDP and GO full configs), scaling (the throughput table from 100 to 10,000 ops);
 # not in the default list: mid (the whole mid-size Topoformer config of issue #15 §3, ~2,000
 # steps, or MID_ARGS's; its exported model comes back as $OUT/topoformer_mid.tgz) and tune
-# (the list kernel's chunk × warps sweep at 500 ops, D = 2: eval.tune_kernel).
-# 2026-11-26 on an H200: the first call ran "check bench train tests", the second
-# "profile go_gdp scaling". Since then (untimed on a GPU): the list kernel runs at up to three
-# lane widths and walks only the successor entries that fire; the event-driven schedulers have
-# their own kernel (gsched.costmodel.pallas_dynamic), checked by "check" and timed against
-# their loop in "bench"'s decoders table. Next GPU session: "check tune" first (step limits
-# 10 min in all), then "bench" if device time is left; compare the D = 2 rows with the H200
-# section of 2026-11-26 in docs/benchmarks.md only on an H200.
+# (the kernels' chunk × warps sweeps: eval.tune_kernel, list and priority at 500 ops, list at
+# 2,000 ops, where the warps rule above 1,024 lanes is an untimed extrapolation).
+# 2026-11-26 on an H200 (session 9): "check bench train tests", then "profile go_gdp scaling".
+# 2026-11-26 on an H100 (session 13): "check tune bench profile" (333 s), then "tests go_gdp
+# scaling" (299 s; tests and go_gdp ran out of their limits, raised since). The tuning made the
+# kernels' defaults chunk 2 (KERNEL_CHUNK) and fewer warps (default_num_warps), untimed in a
+# whole evaluation so far. Next GPU session: "bench profile" first (the main table at the new
+# defaults; profile splits off the slot tables), then "go_gdp" (GDP's and GO's first compile
+# with the kernels took over 40 s), then "tune" (its 2,000-op sweep checks the warps rule above
+# 1,024 lanes) and "tests"; compare timings only on the same kind of card.
 #
 # Writes $OUT/log.txt (everything), $OUT/benchmarks.md (docs/benchmarks.md with the new
 # sections), $OUT/brkga_b8.md and $OUT/runs.tgz (training metrics). REGAL_RUN names a run
@@ -61,12 +63,12 @@ check() {  # the fused Pallas kernels compiled by Triton against the loops, bit 
 bench() {  # make bench's two programs on a reduced grid, into a copy of the doc
   [ -f "$OUT/benchmarks.md" ] || cp docs/benchmarks.md "$OUT/benchmarks.md"
   step 180 bench_cost_model $PY -m eval.bench_cost_model --sizes 500 --devices 1,2 --repeats 3 \
-    --chunks 8 --sweep-populations 4096,65536 --batch-graphs 8 --schedulers priority --no-fusion \
+    --chunks '' --sweep-populations 4096,65536 --batch-graphs 8 --schedulers priority --no-fusion \
     --decoder-sizes "${decoder_sizes:+500}" --decoder-devices 1,2 --output "$OUT/benchmarks.md"
   step 90 bench_brkga_large $PY -m eval.bench_brkga --sizes 200,500 --batch 256 --repeats 1 \
     --output "$OUT/benchmarks.md"
   step 60 bench_cost_model_2000 $PY -m eval.bench_cost_model --sizes 2000 --devices 2 \
-    --repeats 2 --chunks 8 --sweep-populations '' --batch-graphs 0 --schedulers '' \
+    --repeats 2 --chunks '' --sweep-populations '' --batch-graphs 0 --schedulers '' \
     --decoder-sizes "${decoder_sizes:+2000}" --decoder-devices 2 --output "$OUT/benchmarks.md" \
     --section-title "Cost-model throughput at 2,000 ops — GPU"
   step 35 bench_brkga_b8 $PY -m eval.bench_brkga --sizes 500 --batch 8 --repeats 1 \
@@ -81,7 +83,7 @@ train() {  # the paper-scale configs as far as the time allows (step rate, first
 }
 
 tests() {  # the interpret-mode identity tests, compiled for the GPU this time
-  step 90 pallas_tests $PY -m pytest -q -x -p no:cacheprovider -W ignore::DeprecationWarning \
+  step 240 pallas_tests $PY -m pytest -q -x -p no:cacheprovider -W ignore::DeprecationWarning \
     tests/test_pallas_decode.py
 }
 
@@ -93,34 +95,37 @@ profile() {
 }
 
 go_gdp() {
-  step 70 gdp_full $PY -m train.gdp --config train/configs/gdp_full.toml \
+  step 150 gdp_full $PY -m train.gdp --config train/configs/gdp_full.toml \
     --run-dir runs/gdp_full_gpu --overwrite log_every=1
-  step 70 go_full $PY -m train.go --config train/configs/go_full.toml \
+  step 150 go_full $PY -m train.go --config train/configs/go_full.toml \
     --run-dir runs/go_full_gpu --overwrite log_every=1
 }
 
 scaling() {
   [ -f "$OUT/benchmarks.md" ] || cp docs/benchmarks.md "$OUT/benchmarks.md"
   step 90 bench_scaling $PY -m eval.bench_cost_model --sizes 100,2000 --devices 1,2,4 \
-    --repeats 2 --chunks 8 --sweep-populations '' --batch-graphs 0 --schedulers '' \
+    --repeats 2 --chunks '' --sweep-populations '' --batch-graphs 0 --schedulers '' \
     --decoder-sizes '' --output "$OUT/benchmarks.md" \
     --section-title "Cost-model throughput from 100 to 2,000 ops — GPU"
   step 90 bench_10000 $PY -m eval.bench_cost_model --sizes 10000 --devices 1,2 --repeats 1 \
-    --chunks 8 --sweep-populations '' --batch-graphs 0 --schedulers '' --decoder-sizes '' \
+    --chunks '' --sweep-populations '' --batch-graphs 0 --schedulers '' --decoder-sizes '' \
     --output "$OUT/benchmarks.md" --section-title "Cost-model throughput at 10,000 ops — GPU"
 }
 
-tune() {  # the kernels' two knobs at 500 ops, D = 2 (list, then priority): successor entries
-  # per inner iteration (chunk; 8 is the only value timed on a GPU so far) and Triton warps per
-  # program (0: the default, 4 up to 1,024 lanes); every variant checked identical to the first
+tune() {  # the kernels' two knobs at 500 ops, D = 2 (list, then priority), then at 2,000 ops:
+  # successor entries per inner iteration (chunk; default 2 since the H100's tuning) and Triton
+  # warps per program (0: default_num_warps); every variant checked identical to the first
   [ -f "$OUT/benchmarks.md" ] || cp docs/benchmarks.md "$OUT/benchmarks.md"
   step 240 tune_kernel $PY -m eval.tune_kernel --size 500 --devices 2 --chunks 1,2,4,8 \
     --warps 0,1,2,8 --population 16384 --repeats 3 --output "$OUT/benchmarks.md" \
     --section-title "Fused-kernel tuning, 500 ops, D = 2 — GPU"
   step 120 tune_kernel_priority $PY -m eval.tune_kernel --size 500 --devices 2 \
-    --scheduler priority --chunks 1,2,8 --warps 0,2 --population 4096 --repeats 3 \
+    --scheduler priority --chunks 1,2,8 --warps 0,1,2 --population 4096 --repeats 3 \
     --output "$OUT/benchmarks.md" \
     --section-title "Fused-kernel tuning, priority, 500 ops, D = 2 — GPU"
+  step 120 tune_kernel_2000 $PY -m eval.tune_kernel --size 2000 --devices 2 --chunks 2,8 \
+    --warps 0,2,4,8 --population 2048 --repeats 3 --output "$OUT/benchmarks.md" \
+    --section-title "Fused-kernel tuning, 2,000 ops, D = 2 — GPU"
 }
 
 mid() {  # at the H200's ~10 steps/s of the larger full config, a few minutes. MID_ARGS: config

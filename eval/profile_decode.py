@@ -1,14 +1,18 @@
 """Where an evaluation's time goes, stage by stage, for the decoder the backend uses.
 
-Times cumulative prefixes of one population's evaluation (each its own jitted function, so
-XLA cannot drop the work: every prefix returns what it computed): the placement decode, + the
-schedule's set-up (``schedule_init``, or ``dynamic_init`` for SPEC §8.2's schedulers: ranks,
-durations, CSR tables), + the schedule itself (the fused kernel on a GPU, with its result
-conversion), + SPEC §3's memory walk (the whole ``evaluate_population``). Differences between
-rows are the stages' costs::
+Times prefixes of one population's evaluation (each its own jitted function, so XLA cannot drop
+the work: every prefix returns what it computed): the placement decode; the placement and the
+loop decoder's set-up (``schedule_init``, or ``dynamic_init`` for SPEC §8.2's schedulers: ranks
+of all items, durations, CSR tables); the placement and the fused kernels' inputs
+(``list_inputs`` / ``dynamic_inputs``: durations, in-degrees, the running items ranked, the
+firing successor entries compacted); on a GPU, those and the fused kernel with its result
+conversion; and the whole ``evaluate_population`` (+ SPEC §3's memory walk; on a CPU with the
+loop or dense decoders). Differences to the first row are the set-ups' costs, to the fourth the
+memory walk's::
 
     python -m eval.profile_decode --sizes 500 --devices 1,2 --population 16384
     python -m eval.profile_decode --sizes 500 --devices 2 --scheduler priority
+    python -m eval.profile_decode --sizes 500 --devices 1,2,4 --population 1024  # CPU
 """
 
 from __future__ import annotations
@@ -26,8 +30,8 @@ import numpy as np
 from gsched.core.padding import bucket_for, pad_graph, pad_keys
 from gsched.costmodel.evaluate import evaluate_population
 from gsched.costmodel.dynamic import dynamic_init
-from gsched.costmodel.pallas_decode import pallas_applies
-from gsched.costmodel.pallas_dynamic import fused_schedule
+from gsched.costmodel.pallas_decode import KERNEL_CHUNK, pallas_applies
+from gsched.costmodel.pallas_dynamic import fused_inputs, fused_schedule
 from gsched.costmodel.params import CostParams
 from gsched.costmodel.schedule import decode_placement, schedule_init
 from gsched.generators import random_computation_graph
@@ -50,10 +54,11 @@ def _timed(fn, *args, repeats: int) -> tuple[float, float]:
     return first, statistics.median(times)
 
 
-def stages(num_devices: int, chunk: int, base: int, scheduler: str = "list"):
-    """The cumulative prefixes, each ``(graph, keys, params) -> arrays``; ``base``: the SPEC §2
-    part of a padded chromosome."""
+def stages(num_devices: int, chunk: int | None, base: int, scheduler: str = "list"):
+    """The prefixes (module docstring), each ``(graph, keys, params) -> arrays``; ``base``: the
+    SPEC §2 part of a padded chromosome."""
     init_tables = schedule_init if scheduler == "list" else dynamic_init
+    kernel_chunk = KERNEL_CHUNK if chunk is None else chunk
 
     def placement(g, keys, prm):
         return jax.vmap(lambda k: decode_placement(g, k[:base], num_devices))(keys)
@@ -64,19 +69,26 @@ def stages(num_devices: int, chunk: int, base: int, scheduler: str = "list"):
                                num_devices)
         return jax.vmap(one)(keys)
 
+    def slots(g, keys, prm):
+        def one(k):
+            return fused_inputs(g, k[:base], decode_placement(g, k[:base], num_devices), prm,
+                               num_devices, scheduler, kernel_chunk)
+        return jax.vmap(one)(keys)
+
     def schedule(g, keys, prm):
         def one(k):
             return fused_schedule(g, k[:base], decode_placement(g, k[:base], num_devices), prm,
-                                  num_devices, scheduler, chunk)
+                                  num_devices, scheduler, kernel_chunk)
         return jax.vmap(one)(keys)
 
     def whole(g, keys, prm):
         return evaluate_population(g, keys, prm, num_devices=num_devices, chunk=chunk,
                                    scheduler=scheduler)
 
-    rows = [("placement", placement), ("+ schedule_init", init)]
-    if pallas_applies():
-        rows.append(("+ fused kernel and result", schedule))
+    rows = [("placement", placement), ("placement + loop set-up", init),
+            ("placement + kernel inputs", slots)]
+    if pallas_applies():  # interpreted on a CPU: its time would mean nothing
+        rows.append(("kernel inputs + kernel and result", schedule))
     return rows + [("+ memory walk = evaluate_population", whole)]
 
 
@@ -86,12 +98,13 @@ def main(argv: Sequence[str] | None = None) -> None:
     p.add_argument("--sizes", type=parse_int_list, default=(500,))
     p.add_argument("--devices", type=parse_int_list, default=(1, 2))
     p.add_argument("--population", type=int, default=16384)
-    p.add_argument("--chunk", type=int, default=8)
+    p.add_argument("--chunk", type=int, default=None,
+                   help="successor entries per iteration (default: the decoder's own)")
     p.add_argument("--scheduler", choices=("list", "priority", "fifo"), default="list")
     p.add_argument("--repeats", type=int, default=3)
     args = p.parse_args(sys.argv[1:] if argv is None else argv)
     log(f"[profile] backend {jax.default_backend()} ({jax.devices()[0].device_kind}), "
-        f"P = {args.population}, chunk {args.chunk}, {args.scheduler} scheduler")
+        f"P = {args.population}, chunk {args.chunk or 'default'}, {args.scheduler} scheduler")
     rng = np.random.default_rng(0)
     for n in args.sizes:
         graph = random_computation_graph(n, 0)

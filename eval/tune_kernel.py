@@ -59,6 +59,11 @@ def schedule_fn(num_devices: int, base: int, scheduler: str, chunk: int,
     return jax.jit(fn)
 
 
+def _warps_rule() -> str:
+    """The default warps rule, as :func:`default_num_warps`' docstring states it."""
+    return default_num_warps.__doc__.split("\n")[0].split(": ", 1)[1].rstrip(".")
+
+
 def main(argv: Sequence[str] | None = None) -> None:
     argv = sys.argv[1:] if argv is None else list(argv)
     p = argparse.ArgumentParser(prog="python -m eval.tune_kernel",
@@ -128,8 +133,7 @@ def main(argv: Sequence[str] | None = None) -> None:
         f"{bucket.num_tensors}/{bucket.num_edges}), D = {d}, P = {args.population} uniform "
         f"random chromosomes ({int(steps.min())}–{int(steps.max())} items scheduled each); "
         f"median of {args.repeats} interleaved rounds after one warm-up call. Every variant's "
-        f"schedule is bit for bit the first one's. *warps* default = "
-        f"{default_num_warps(512)} up to 1,024 lanes, one per 256 above.",
+        f"schedule is bit for bit the first one's. *warps* default: {_warps_rule()}.",
         *(["", "On a CPU the kernel ran in Pallas' interpreter: these timings say nothing about "
               "a GPU."] if jax.default_backend() == "cpu" else []),
         "", *rows, "",

@@ -204,7 +204,7 @@ def test_bench_reports_both_decoders(tmp_path):
 
     output = tmp_path / "benchmarks.md"
     results = bench.main(["--sizes", "20", "--devices", "1", "--population", "8", "--repeats",
-                          "1", "--chunks", "8", "--sweep-populations", "", "--batch-graphs", "0",
+                          "1", "--chunks", "", "--sweep-populations", "", "--batch-graphs", "0",
                           "--schedulers", "", "--decoder-sizes", "20", "--decoder-population",
                           "8", "--output", str(output), "--section-title", "T"])
     decoders = {(c.decoder, c.num_devices, c.sharded) for c in results if c.decoder != "auto"}

@@ -244,6 +244,27 @@ def test_defaults_are_the_list_scheduler_bit_for_bit():
         assert a.dtype == b.dtype and np.array_equal(a, b)
 
 
+@pytest.mark.parametrize("scheduler", ["list", "fifo"])
+def test_chunk_changes_nothing_and_is_validated(scheduler):
+    """``chunk`` (successor entries per loop iteration; None: the decoder's default) only
+    changes how the walk is cut up, never a result; anything but an int >= 1 or None is
+    refused by name."""
+    rng = np.random.default_rng(21)
+    g = random_computation_graph(25, rng)
+    keys = pad_keys(rng.random((6, g.chromosome_length(2))), g, bucket_for(g), 2)
+    padded, params = pad_graph(g), CostParams(0.5, 1e3, 1e9)
+    default = evaluate_population(padded, keys, params, num_devices=2, scheduler=scheduler)
+    for chunk in (1, 3, 8):
+        other = evaluate_population(padded, keys, params, num_devices=2, scheduler=scheduler,
+                                    chunk=chunk)
+        for a, b in zip(jax.tree.leaves(default), jax.tree.leaves(other)):
+            assert np.array_equal(a, b)
+    for bad in (0, -2, 2.5, True, "8"):
+        with pytest.raises(ValueError, match="chunk must be an int >= 1 or None"):
+            evaluate_population(padded, keys, params, num_devices=2, scheduler=scheduler,
+                                chunk=bad)
+
+
 def test_bad_settings_are_rejected():
     g = diamond()
     with pytest.raises(ValueError, match="unknown scheduler 'lifo'"):

@@ -22,13 +22,15 @@ from gsched.costmodel.evaluate import evaluate_with_decoder
 from gsched.costmodel.host import item_to_tuple
 from gsched.costmodel.pallas_decode import (
     active_entries,
+    default_num_warps,
     lane_width_index,
     lane_widths,
     pallas_applies,
+    slot_tables,
 )
 from gsched.costmodel.pallas_dynamic import fused_schedule, pallas_dynamic_schedule
 from gsched.costmodel.params import CostParams
-from gsched.costmodel.schedule import decode_placement, schedule_init
+from gsched.costmodel.schedule import decode_placement, item_devices, schedule_init
 from gsched.formats import load_graph
 from gsched.generators import random_computation_graph
 from tests.graphs import SHARED_DIAMOND, assert_identical, diamond, with_inputs
@@ -225,9 +227,15 @@ def test_lowers_for_a_gpu_through_triton(d, scheduler):
     lowered = jax.jit(jax.vmap(jax.vmap(one))).trace(keys).lower(lowering_platforms=("cuda",))
     text = lowered.as_text()
     # One call per lane width (V_p = 32 for D = 1, 128 for D = 2 and 3); the two vmaps merge
-    # into one grid axis of 10 program instances.
+    # into one grid axis of 10 program instances, 2 warps each (default_num_warps up to 1,024
+    # lanes).
     assert text.count("xla.gpu.triton") == {1: 2, 2: 3, 3: 3}[d]
-    assert "grid_x = 10 : i32, grid_y = 1 : i32" in text and "num_warps = 4" in text
+    assert "grid_x = 10 : i32, grid_y = 1 : i32" in text and "num_warps = 2" in text
+
+
+def test_default_warps_keep_the_lanes_per_warp_measured_best():
+    assert [default_num_warps(w) for w in (16, 512, 1024, 2048, 4096, 65536)] == [
+        2, 2, 2, 4, 8, 16]
 
 
 def test_lane_width_is_the_narrowest_that_holds_every_chromosome():
@@ -267,17 +275,25 @@ def test_active_entries_are_each_items_firing_entries(d):
             k = jnp.asarray(k[:BUCKET.chromosome_length(d)])
             placement = decode_placement(padded, k, d)
             tables, _ = schedule_init(padded, k, placement, jax.tree.map(jnp.asarray, PARAMS), d)
+            item_at_rank = np.asarray(tables.item_at_rank)
             runs = np.concatenate([np.asarray(padded.op_mask), np.asarray(
-                placement.transfer_exists).reshape(-1)])[np.asarray(tables.item_at_rank)]
-            slot = np.where(runs, np.cumsum(runs) - 1, -1).astype(np.int32)
+                placement.transfer_exists).reshape(-1)])[item_at_rank]
+            slot = np.full(len(runs), -1, np.int32)  # by item: the rank among running items
+            slot[item_at_rank[runs]] = np.arange(runs.sum())
+            _, _, activation = item_devices(padded, placement, d)
             successor, first, last = map(np.asarray, active_entries(
-                padded, placement, tables.entry[:, 0], tables.entry[:, 1],
-                tables.item_at_rank, jnp.asarray(slot), d))
+                padded, placement, jnp.asarray(slot), activation, d))
             pop, entry = np.asarray(tables.pop_row), np.asarray(tables.entry)
             kept = 0
             for r in np.nonzero(runs)[0]:
                 mine = entry[pop[r, 4]:pop[r, 5]]
-                want = sorted(slot[mine[mine[:, 1] == pop[r, 0], 0]])
-                assert sorted(successor[first[r]:last[r]]) == want and min(want, default=0) >= 0
+                want = sorted(slot[item_at_rank[mine[mine[:, 1] == pop[r, 0], 0]]])
+                i = item_at_rank[r]
+                assert sorted(successor[first[i]:last[i]]) == want and min(want, default=0) >= 0
                 kept += len(want)
             assert kept > 0 and (successor[kept:] == -1).all()
+            # The kernels' slots are that ranking restricted to the running items.
+            slots, _ = slot_tables(padded, k, placement, jnp.zeros(len(runs), jnp.int32),
+                                   activation, d, 2)
+            assert (np.asarray(slots.slot) == slot).all()
+            assert (np.asarray(slots.item)[:runs.sum()] == item_at_rank[runs]).all()

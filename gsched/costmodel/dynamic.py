@@ -66,10 +66,13 @@ from gsched.costmodel.schedule import (
     Placement,
     Schedule,
     entry_items,
+    first_items,
     fixed_durations,
+    item_devices,
     item_priorities,
     op_indegrees,
     rank_items,
+    schedule_from_positions,
 )
 
 _BIG = jnp.iinfo(jnp.int32).max
@@ -115,12 +118,6 @@ def dynamic_init(graph: PaddedGraph, keys: jnp.ndarray, placement: Placement,
     """Tables and the initial loop state of one chromosome (no batch axis)."""
     n, t, d = graph.op_mask.shape[0], graph.tensor_mask.shape[0], num_devices
     v = n + t * d
-    device = placement.device
-    exists = placement.transfer_exists.reshape(-1)  # [T·D]
-    producer_device = device[graph.tensor_producer]
-    xfer_tensor = jnp.repeat(jnp.arange(t, dtype=jnp.int32), d)
-    xfer_device = jnp.tile(jnp.arange(d, dtype=jnp.int32), t)
-
     duration, unit, runtime_bound = fixed_durations(graph, placement, params, d)
 
     # Dependencies in the extended graph (as the list scheduler counts them; a transfer
@@ -130,12 +127,11 @@ def dynamic_init(graph: PaddedGraph, keys: jnp.ndarray, placement: Placement,
     op_indegree = jnp.where(graph.op_mask, op_indegree, 1)
     indegree = jnp.concatenate([op_indegree, jnp.ones(t * d, jnp.int32)])
 
-    first = jnp.concatenate([graph.op_is_input & graph.op_mask, jnp.zeros(t * d, bool)])
+    first = first_items(graph, d)
     rank, item_at_rank = rank_items(item_priorities(keys, n, d), first)
     entry_item, entry_start, entry_end = entry_items(graph, d)
-    item_device = jnp.concatenate([device, xfer_device])
-    activation = jnp.concatenate([device, jnp.where(exists, producer_device[xfer_tensor], -1)])
-    stream = jnp.concatenate([device, d + xfer_device])
+    item_device, _, activation = item_devices(graph, placement, d)
+    stream = item_streams(item_device, n, d)
     tables = DynamicTables(
         entry=jnp.stack([entry_item, activation[entry_item]], axis=1),
         item_row=jnp.stack([stream, duration.hi, duration.lo, entry_start, entry_end,
@@ -150,6 +146,13 @@ def dynamic_init(graph: PaddedGraph, keys: jnp.ndarray, placement: Placement,
         free=jnp.zeros((2 * d, 2), jnp.int32), step=zero, done=jnp.bool_(False),
     )
     return tables, state
+
+
+def item_streams(item_device: jnp.ndarray, num_ops: int, num_devices: int) -> jnp.ndarray:
+    """``[V]`` each item's stream (§8.2): an op's device ``d``, a transfer to ``d``'s
+    ``D + d`` (each device's copy engine)."""
+    is_op = jnp.arange(item_device.shape[0]) < num_ops
+    return jnp.where(is_op, item_device, num_devices + item_device)
 
 
 def _lexmin(mask: jnp.ndarray, *columns: jnp.ndarray) -> tuple[jnp.ndarray, ...]:
@@ -226,19 +229,22 @@ def dynamic_result(tables: DynamicTables, final: DynamicState) -> DynamicSchedul
     """The schedule (start order, runtime) and per-item start/end times of a finished loop."""
     v = tables.stream.shape[0]
     indegree = final.node[:v, 0]
-    started = indegree < 0
-    step = jnp.where(started, -1 - indegree, -1)
-    order = jnp.full(v + 1, -1, jnp.int32).at[jnp.where(started, step, v)].set(
-        jnp.arange(v, dtype=jnp.int32))[:v]
-    free = fp.Fixed(final.free[:, 0], final.free[:, 1])
-    makespan = fp.masked_max(free, jnp.ones(free.hi.shape, bool), axis=0)
-    unit = tables.time_unit
-    begin = fp.Fixed(final.node[:v, 1], final.node[:v, 2])
-    finish = fp.add(begin, fp.Fixed(tables.item_row[:, 1], tables.item_row[:, 2]), TIME_LO_BITS)
-    schedule = Schedule(order, step, final.step, fp.to_float(makespan, unit, TIME_LO_BITS),
-                        tables.runtime_bound)
+    return timed_schedule(jnp.where(indegree < 0, -1 - indegree, -1), final.step,
+                          fp.Fixed(final.free[:, 0], final.free[:, 1]),
+                          fp.Fixed(final.node[:v, 1], final.node[:v, 2]),
+                          fp.Fixed(tables.item_row[:, 1], tables.item_row[:, 2]),
+                          tables.time_unit, tables.runtime_bound)
+
+
+def timed_schedule(position: jnp.ndarray, num_steps: jnp.ndarray, free: fp.Fixed,
+                   begin: fp.Fixed, duration: fp.Fixed, unit: jnp.ndarray,
+                   runtime_bound: jnp.ndarray) -> DynamicSchedule:
+    """:func:`~gsched.costmodel.schedule.schedule_from_positions` with each item's start and
+    end time (``begin`` / ``duration [V]``, fixed point; −1 for items never started)."""
+    started = position >= 0
+    finish = fp.add(begin, duration, TIME_LO_BITS)
     return DynamicSchedule(
-        schedule,
+        schedule_from_positions(position, num_steps, free, unit, runtime_bound),
         jnp.where(started, fp.to_float(begin, unit, TIME_LO_BITS), -1.0),
         jnp.where(started, fp.to_float(finish, unit, TIME_LO_BITS), -1.0),
     )

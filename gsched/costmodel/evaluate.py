@@ -51,16 +51,18 @@ from gsched.costmodel.memory import (
     peak_memory,
     single_device_peak_memory,
 )
-from gsched.costmodel.pallas_decode import pallas_applies
+from gsched.costmodel.pallas_decode import KERNEL_CHUNK, pallas_applies
 from gsched.costmodel.pallas_dynamic import fused_schedule
 from gsched.costmodel.params import (
     OBJECTIVES,
     CostParams,
     Objective,
+    check_chunk,
     check_fusion,
     check_scheduler,
 )
 from gsched.costmodel.schedule import (
+    LOOP_CHUNK,
     decode_placement,
     schedule_init,
     schedule_result,
@@ -113,6 +115,7 @@ def _evaluate(graph: PaddedGraph, pinned, params: CostParams, keys: jnp.ndarray,
     results, faster; a static choice, ``dense.dense_applies``); ``decoder`` ``"dense"`` /
     ``"loop"`` forces one (:func:`evaluate_with_decoder`)."""
     check_scheduler(scheduler)
+    check_chunk(chunk)
     fusion = check_fusion(fusion)
     dense = _use_dense(graph.bucket, num_devices, scheduler, decoder)
     dynamic = scheduler != "list"
@@ -157,6 +160,7 @@ def _evaluate(graph: PaddedGraph, pinned, params: CostParams, keys: jnp.ndarray,
         return _evaluate_dense_multi(graph, pinned, params, keys, num_devices, graph_batched,
                                      fusion, base, decode, evaluation)
     if _use_pallas(decoder):  # one fused kernel per chromosome, vmapped into a grid
+        chunk = KERNEL_CHUNK if chunk is None else chunk
 
         def fused(g, pin, prm, k):
             k = jnp.asarray(k, jnp.float32)
@@ -167,6 +171,8 @@ def _evaluate(graph: PaddedGraph, pinned, params: CostParams, keys: jnp.ndarray,
             return evaluation(g, placement, root, schedule, memory, start, end)
 
         return _lift(fused, graph_batched)(graph, pinned, params, keys)
+
+    chunk = LOOP_CHUNK if chunk is None else chunk
 
     def init(g, pin, prm, k):
         k = jnp.asarray(k, jnp.float32)
@@ -324,14 +330,17 @@ def _evaluate_dense_multi(graph: PaddedGraph, pinned, params: CostParams, keys: 
 
 def evaluate(graph: PaddedGraph, keys: jnp.ndarray, params: CostParams = CostParams(),
              *, num_devices: int, pinned: jnp.ndarray | None = None,
-             chunk: int = 8, scheduler: str = "list", fusion: bool = False) -> Evaluation:
+             chunk: int | None = None, scheduler: str = "list",
+             fusion: bool = False) -> Evaluation:
     """Decodes and scores one chromosome ``keys`` (``[N·D + N + T·D]``, padded layout, ``+ N``
     fusion keys with ``fusion``).
 
     ``scheduler``: ``"list"`` (SPEC §2–§4), ``"priority"`` or ``"fifo"`` (SPEC §8.2; the
     evaluation then also holds each item's ``start`` and ``end`` time). ``fusion``: SPEC §8.3
     (the evaluation then holds each op's group ``root``; a fused kernel is the item of its
-    root). Pure and traceable;
+    root). ``chunk``: successor entries walked per iteration of the schedule loop or kernel
+    (static; results never depend on it; ``None``: the decoder's default, ``LOOP_CHUNK`` for
+    the loops, ``KERNEL_CHUNK`` for the fused kernels). Pure and traceable;
     prefer :func:`evaluate_population` / :func:`evaluate_batch` for many chromosomes
     (``jax.vmap`` of this function works but copies the loop state every step).
     """
@@ -344,7 +353,7 @@ _STATIC = ("num_devices", "chunk", "scheduler", "fusion")
 @functools.partial(jax.jit, static_argnames=_STATIC)
 def evaluate_population(graph: PaddedGraph, keys: jnp.ndarray,
                         params: CostParams = CostParams(), *, num_devices: int,
-                        pinned: jnp.ndarray | None = None, chunk: int = 8,
+                        pinned: jnp.ndarray | None = None, chunk: int | None = None,
                         scheduler: str = "list", fusion: bool = False) -> Evaluation:
     """``keys [P, L]`` on one graph → an :class:`Evaluation` with leading axis ``[P]``.
 
@@ -358,7 +367,8 @@ def evaluate_population(graph: PaddedGraph, keys: jnp.ndarray,
 @functools.partial(jax.jit, static_argnames=_STATIC)
 def evaluate_batch(graphs: PaddedGraph, keys: jnp.ndarray, params: CostParams = CostParams(),
                    *, num_devices: int, pinned: jnp.ndarray | None = None,
-                   chunk: int = 8, scheduler: str = "list", fusion: bool = False) -> Evaluation:
+                   chunk: int | None = None, scheduler: str = "list",
+             fusion: bool = False) -> Evaluation:
     """``graphs`` with leading axis ``[B]``, ``keys [B, P, L]`` → leading axes ``[B, P]``.
 
     ``pinned``, if given, is ``[B, N]``; ``scheduler`` and ``fusion`` as in :func:`evaluate`.
@@ -406,7 +416,7 @@ def evaluate_population_sharded(graph: PaddedGraph, keys: jnp.ndarray,
                                 params: CostParams = CostParams(), *, num_devices: int,
                                 mesh: jax.sharding.Mesh, axis: str | None = None,
                                 pinned: jnp.ndarray | None = None,
-                                chunk: int = 8, scheduler: str = "list",
+                                chunk: int | None = None, scheduler: str = "list",
                                 fusion: bool = False) -> Evaluation:
     """:func:`evaluate_population` with the population split over ``mesh``'s devices.
 
@@ -465,7 +475,7 @@ def evaluate_with_decoder(graph: PaddedGraph, keys: jnp.ndarray,
                           params: CostParams = CostParams(), *, num_devices: int, decoder: str,
                           batch: bool = False, mesh: jax.sharding.Mesh | None = None,
                           axis: str | None = None, pinned: jnp.ndarray | None = None,
-                          chunk: int = 8, scheduler: str = "list",
+                          chunk: int | None = None, scheduler: str = "list",
                           fusion: bool = False) -> Evaluation:
     """:func:`evaluate_population` (or, with ``batch``, :func:`evaluate_batch`; with ``mesh``,
     :func:`evaluate_population_sharded`) with the schedule's decoder chosen explicitly, for

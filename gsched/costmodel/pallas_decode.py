@@ -7,16 +7,17 @@ turns the population into the kernel's grid): the ready set, the ready times and
 free times live in the kernel as loop-carried vectors, and nothing leaves it until the makespan
 is known. Any ``D``; the list scheduler only.
 
-Plain JAX prepares each chromosome's inputs with the loop decoder's own
-:func:`~gsched.costmodel.schedule.schedule_init` (ranks, fixed-point durations, in-degrees, CSR
-successor entries, devices), keeps only the successor entries that fire under the chromosome's
-placement (:func:`active_entries`: ~40 % of them at 500 ops, D = 2), and turns the kernel's
-outputs back into a :class:`Schedule` with
-:func:`~gsched.costmodel.schedule.schedule_result`, so both decoders share every rule but the
-loop itself. Inside the kernel, everything is indexed by *slot*: the rank among the items that
-can run (real ops and existing transfers; absent transfer slots are most of ``V = N + T·D`` at
-``D ≥ 2``), ``V_p`` slots: the static bound ``N + min(E, T·(D − 1))`` rounded up to a power of
-two, as Triton wants for every tensor:
+Plain JAX prepares each chromosome's inputs from the pieces the loop decoder's
+:func:`~gsched.costmodel.schedule.schedule_init` is made of (fixed-point durations, devices,
+in-degrees, CSR successor entries, SPEC §2's ranking), keeps only the successor entries that
+fire under the chromosome's placement (:func:`active_entries`: ~40 % of them at 500 ops,
+D = 2), and turns the kernel's outputs into a :class:`Schedule` with
+:func:`~gsched.costmodel.schedule.schedule_from_positions`, as the loop's own result does, so
+both decoders share every rule but the loop itself. Inside the kernel, everything is indexed
+by *slot*: the rank among the items that can run (real ops and existing transfers; absent
+transfer slots are most of ``V = N + T·D`` at ``D ≥ 2``), ``V_p`` slots: the static bound
+``N + min(E, T·(D − 1))`` rounded up to a power of two, as Triton wants for every tensor. Only
+those are ranked (:func:`slot_tables`): the loop's ranking sorts all ``V`` items.
 
 * ``word [V_p]``: ``(unfinished dependencies << k) | slot`` for an item that can still run
   (``k`` = bits of a slot), :data:`NEVER` for unused slots and items already scheduled, so the
@@ -56,11 +57,19 @@ from gsched.costmodel.schedule import (
     Placement,
     Schedule,
     entry_items,
-    schedule_init,
-    schedule_result,
+    first_items,
+    fixed_durations,
+    item_devices,
+    item_priorities,
+    op_indegrees,
+    rank_items,
+    schedule_from_positions,
 )
 
 NEVER = (1 << 31) - 1  # the word of an item that cannot, or can no longer, be taken
+KERNEL_CHUNK = 2  # successor entries per inner iteration by default: within 1 % of the
+# fastest (1) on an H100 at 500 ops, D = 2 for both kernels, 1.35x (list) and 1.2x (priority)
+# chunk 8 at equal warps (docs/benchmarks.md, "Fused-kernel tuning")
 
 
 def pallas_applies(backend: str | None = None) -> bool:
@@ -76,8 +85,8 @@ class Slots(NamedTuple):
     """One chromosome's items as the kernels index them: by *slot*, the rank among the items
     that run (real ops, existing transfers), ``V_p`` of them (module docstring)."""
 
-    slot: jnp.ndarray  # [V] int32 by rank: the item's slot, −1 if it never runs
-    rank_at_slot: jnp.ndarray  # [V_p] int32 (0 past the running items)
+    item: jnp.ndarray  # [V_p] int32 the item in each slot (0 past the running items)
+    slot: jnp.ndarray  # [V] int32 by item: its slot, −1 if it never runs
     word: jnp.ndarray  # [V_p] int32 (in-degree << k) | slot, NEVER past the running items
     count: jnp.ndarray  # [] int32 items that run
     successor: jnp.ndarray  # [Q + chunk] int32 firing successor slots (active_entries), −1 tail
@@ -85,40 +94,47 @@ class Slots(NamedTuple):
     last: jnp.ndarray  # [V_p] int32
 
 
-def slot_tables(graph: PaddedGraph, placement: Placement, item_at_rank: jnp.ndarray,
-                indegree: jnp.ndarray, entry_rank: jnp.ndarray, activation: jnp.ndarray,
-                num_devices: int, chunk: int) -> tuple[Slots, int]:
+def slot_tables(graph: PaddedGraph, keys: jnp.ndarray, placement: Placement,
+                indegree: jnp.ndarray, activation: jnp.ndarray, num_devices: int,
+                chunk: int) -> tuple[Slots, int]:
     """The kernels' inputs of one chromosome and ``k``, the bits of a slot (static).
 
-    ``item_at_rank [V]``, ``indegree [V]`` (by rank), ``entry_rank`` / ``activation [Q]``: the
-    loop decoders' tables (the rank of each successor entry's item, the device it fires on)."""
+    ``keys``: the SPEC §2 part of the chromosome; ``indegree`` / ``activation [V]`` by item:
+    unfinished dependencies, and the device on which a finished item activates it
+    (:func:`~gsched.costmodel.schedule.item_devices`). Slots follow SPEC §2's priority order
+    (program inputs first, ties by item index), the loops' ranking restricted to the items
+    that run: only those ``V_p`` are sorted, not all ``V = N + T·D``."""
     n, t, e = graph.op_mask.shape[0], graph.tensor_mask.shape[0], graph.edge_mask.shape[0]
-    v = item_at_rank.shape[0]
+    v = n + t * num_devices
     # At most N + min(E, T·(D − 1)) items run (an existing X(t, d) has its own edge
     # (t, consumer on d)), often a fraction of V = N + T·D.
-    runs = jnp.concatenate([graph.op_mask, placement.transfer_exists.reshape(-1)])[item_at_rank]
-    slot = jnp.where(runs, jnp.cumsum(runs, dtype=jnp.int32) - 1, -1)
+    runs = jnp.concatenate([graph.op_mask, placement.transfer_exists.reshape(-1)])
     vp = pl.next_power_of_2(n + min(e, t * (num_devices - 1)))
-    rank_at_slot = jnp.zeros(vp, jnp.int32).at[jnp.where(runs, slot, vp)].set(
-        jnp.arange(v, dtype=jnp.int32), mode="drop")
     k = max(1, (vp - 1).bit_length())
     if (e + 1) << k > NEVER:
         raise ValueError(f"{vp} item slots and {e} edges overflow the kernel's 31-bit words")
     lane = jnp.arange(vp, dtype=jnp.int32)
     count = jnp.sum(runs, dtype=jnp.int32)
-    word = jnp.where(lane < count, jnp.left_shift(indegree[rank_at_slot], k) | lane, NEVER)
-    successor, first, last = active_entries(graph, placement, entry_rank, activation,
-                                            item_at_rank, slot, num_devices)
+    real = lane < count
+    # The running items by item index, then sorted. Padding lanes get the lowest priority,
+    # 0, and come after every real item of that priority (ties by lane = by item index).
+    item = jnp.zeros(vp, jnp.int32).at[jnp.where(runs, jnp.cumsum(runs) - 1, vp)].set(
+        jnp.arange(v, dtype=jnp.int32), mode="drop")
+    priority = jnp.where(real, item_priorities(keys, n, num_devices)[item], 0.0)
+    _, by_priority = rank_items(priority, real & first_items(graph, num_devices)[item])
+    item = item[by_priority]
+    slot = jnp.full(v, -1, jnp.int32).at[jnp.where(real, item, v)].set(lane, mode="drop")
+    word = jnp.where(real, jnp.left_shift(indegree[item], k) | lane, NEVER)
+    successor, first, last = active_entries(graph, placement, slot, activation, num_devices)
     # ``chunk`` inert entries at the end: every window [q, q + chunk) inside the table is in
     # bounds.
     successor = jnp.pad(successor, (0, chunk), constant_values=-1)
-    return Slots(slot, rank_at_slot, word, count, successor, first[rank_at_slot],
-                 last[rank_at_slot]), k
+    return Slots(item, slot, word, count, successor, first[item], last[item]), k
 
 
-def active_entries(graph: PaddedGraph, placement: Placement, entry_rank: jnp.ndarray,
-                   activation: jnp.ndarray, item_at_rank: jnp.ndarray, slot: jnp.ndarray,
-                   num_devices: int) -> tuple[jnp.ndarray, jnp.ndarray, jnp.ndarray]:
+def active_entries(graph: PaddedGraph, placement: Placement, slot: jnp.ndarray,
+                   activation: jnp.ndarray, num_devices: int
+                   ) -> tuple[jnp.ndarray, jnp.ndarray, jnp.ndarray]:
     """The successor entries a started item actually walks, compacted (one chromosome).
 
     The loop decoders' table (:func:`~gsched.costmodel.schedule.entry_items`) lists, for each
@@ -131,15 +147,16 @@ def active_entries(graph: PaddedGraph, placement: Placement, entry_rank: jnp.nda
     so nothing is lost; their order within an item does not matter (the walk's updates
     commute).
 
-    ``entry_rank`` / ``activation [Q]``: each entry's item's rank and activation device;
-    ``slot [V]``: each rank's slot (−1 if it never runs). Returns ``(successor [Q], first [V],
-    last [V])``: the slots of the firing entries (−1 in the unused tail; ``Q = E + T·D + E`` is
-    enough: every consumer entry fires for one device), and each item's range in it, by rank.
+    ``slot`` / ``activation [V]``: each item's slot (−1 if it never runs) and activation
+    device. Returns ``(successor [Q], first [V], last [V])``: the slots of the firing entries
+    (−1 in the unused tail; ``Q = E + T·D + E`` is enough: every consumer entry fires for one
+    device), and each item's range in it.
     """
     n, t, e, d = (graph.op_mask.shape[0], graph.tensor_mask.shape[0],
                   graph.edge_mask.shape[0], num_devices)
     base = e + t * d  # the op entries; the consumer entries follow
-    _, start, end = entry_items(graph, d)  # by item
+    entry_item, start, end = entry_items(graph, d)  # the entries' items; ranges by item
+    entry_activation = activation[entry_item]
     # Each entry's owner: an op for the op entries, a tensor for the consumer entries (none
     # past the last range).
     owner_op = jnp.searchsorted(end[:n], jnp.arange(base, dtype=jnp.int32), side="right")
@@ -148,32 +165,46 @@ def active_entries(graph: PaddedGraph, placement: Placement, entry_rank: jnp.nda
                                     side="right")
     exists = jnp.concatenate([placement.transfer_exists, jnp.zeros((1, d), bool)])[owner_tensor]
     fires = jnp.concatenate([
-        activation[:base] == owner_device,
-        ((activation[base:] == jnp.arange(d, dtype=jnp.int32)[:, None])
+        entry_activation[:base] == owner_device,
+        ((entry_activation[base:] == jnp.arange(d, dtype=jnp.int32)[:, None])
          & exists.T).reshape(-1)])  # [base + D·E]: op entries, then consumers per device
     position = jnp.cumsum(fires, dtype=jnp.int32)
     before = jnp.concatenate([jnp.zeros(1, jnp.int32), position])  # firing entries before each
-    rank = jnp.concatenate([entry_rank[:base], jnp.tile(entry_rank[base:], d)])
-    size = entry_rank.shape[0]
+    item = jnp.concatenate([entry_item[:base], jnp.tile(entry_item[base:], d)])
+    size = entry_item.shape[0]
     successor = jnp.full(size, -1, jnp.int32).at[jnp.where(fires, position - 1, size)].set(
-        slot[rank], mode="drop")
+        slot[item], mode="drop")
     # X(t, d)'s consumers are in the copy for device d.
     shift = jnp.concatenate([jnp.zeros(n, jnp.int32),
                              jnp.tile(jnp.arange(d, dtype=jnp.int32) * e, t)])
-    return (successor, before[(start + shift)[item_at_rank]],
-            before[(end + shift)[item_at_rank]])
+    return successor, before[start + shift], before[end + shift]
 
 
-def steps_by_slot(order: jnp.ndarray, taken: jnp.ndarray) -> jnp.ndarray:
-    """``[V_p]`` ``−1 − step`` of each slot taken (the loops' encoding), else 0, from a kernel's
-    ``order [V_p]`` (the slot taken at each step ``< taken``; unwritten after)."""
+def list_inputs(graph: PaddedGraph, keys: jnp.ndarray, placement: Placement,
+                params: CostParams, num_devices: int, chunk: int):
+    """The list kernel's prologue for one chromosome → ``(slots, k, rows [V_p, 6], time unit,
+    runtime bound)``; ``rows`` by slot: device, source device, duration hi, lo, first, last."""
+    duration, unit, runtime_bound = fixed_durations(graph, placement, params, num_devices)
+    device, source, activation = item_devices(graph, placement, num_devices)
+    indegree = jnp.concatenate([op_indegrees(graph, placement), jnp.ones(
+        graph.tensor_mask.shape[0] * num_devices, jnp.int32)])
+    slots, k = slot_tables(graph, keys, placement, indegree, activation, num_devices, chunk)
+    rows = jnp.stack([device[slots.item], source[slots.item], duration.hi[slots.item],
+                      duration.lo[slots.item], slots.first, slots.last], axis=1)
+    return slots, k, rows, unit, runtime_bound
+
+
+def positions(slots: Slots, order: jnp.ndarray, taken: jnp.ndarray) -> jnp.ndarray:
+    """``[V]`` each item's step (−1 if never taken) from a kernel's ``order [V_p]`` (the slot
+    taken at each step ``< taken``; unwritten after)."""
     step = jnp.arange(order.shape[0], dtype=jnp.int32)
-    return jnp.zeros_like(order).at[jnp.where(step < taken, order, order.shape[0])].set(
-        -1 - step, mode="drop")
+    v = slots.slot.shape[0]
+    return jnp.full(v, -1, jnp.int32).at[jnp.where(step < taken, slots.item[order], v)].set(
+        step, mode="drop")
 
 
 def pallas_schedule(graph: PaddedGraph, keys: jnp.ndarray, placement: Placement,
-                    params: CostParams, num_devices: int, chunk: int = 8,
+                    params: CostParams, num_devices: int, chunk: int = KERNEL_CHUNK,
                     interpret: bool | None = None, num_warps: int | None = None) -> Schedule:
     """One chromosome's list schedule (no batch axis; ``jax.vmap`` makes the population the
     kernel's grid), bit for bit the loop decoder's :class:`Schedule`.
@@ -182,23 +213,16 @@ def pallas_schedule(graph: PaddedGraph, keys: jnp.ndarray, placement: Placement,
     iteration; ``interpret``: run the kernel in Pallas' interpreter (default: on a CPU, where
     nothing else runs it); ``num_warps``: Triton warps per program (default
     :func:`default_num_warps` of the width run)."""
-    tables, state = schedule_init(graph, keys, placement, params, num_devices)
-    v = tables.pop_row.shape[0]
-    slots, k = slot_tables(graph, placement, tables.item_at_rank, state.node[:v, 0],
-                           tables.entry[:, 0], tables.entry[:, 1], num_devices, chunk)
-    rows = tables.pop_row[slots.rank_at_slot].at[:, 4].set(slots.first).at[:, 5].set(
-        slots.last)  # by slot: device, source device, duration hi, lo, first, last
+    slots, k, rows, unit, runtime_bound = list_inputs(graph, keys, placement, params,
+                                                      num_devices, chunk)
     run = batched_kernel(_list_kernel, 1, k, chunk, interpret, num_warps,
                          num_devices=num_devices)
     order, tail = (x[0] for x in run(slots.word[None], rows[None], slots.successor[None],
                                      slots.count[None]))
     taken = tail[2]
-    final = state._replace(
-        node=state.node.at[:v, 0].set(jnp.where(slots.slot >= 0,
-                                                steps_by_slot(order, taken)[slots.slot], 0)),
-        free=tail[None, :2],  # the makespan (hi, lo) as one row: the last end is its maximum
-        step=taken)
-    return schedule_result(tables, final)
+    # The makespan (hi, lo) as the one end time: the last end is its maximum.
+    return schedule_from_positions(positions(slots, order, taken), taken,
+                                   fp.Fixed(tail[:1], tail[1:2]), unit, runtime_bound)
 
 
 def lane_widths(vp: int) -> tuple[int, ...]:
@@ -215,8 +239,12 @@ def lane_width_index(count: jnp.ndarray, widths: tuple[int, ...]) -> jnp.ndarray
 
 
 def default_num_warps(width: int) -> int:
-    """Triton warps per program at ``width`` lanes: 4 up to 1,024 lanes, then one per 256."""
-    return min(16, max(4, width // 256))
+    """Triton warps per program at ``width`` lanes: 2 up to 1,024 lanes, then one per 512.
+
+    On an H100 at 500 ops, D = 2 (``eval.tune_kernel``, docs/benchmarks.md) fewer warps were
+    faster: 1 or 2 beat Triton's usual 4 by 3–7 % (list kernel), 2 tied with 4 (priority) and
+    8 lost 15–20 %; above 1,024 lanes the same lanes per warp is kept (not timed there)."""
+    return min(16, max(2, width // 512))
 
 
 @functools.cache

@@ -20,9 +20,11 @@ it is a program input. A step is the loop's decision, in the same order:
    walk_successors`: the loop walks them at start time too, §8.2's "ready once all
    dependencies have started").
 
-Plain JAX prepares the inputs with :func:`~gsched.costmodel.dynamic.dynamic_init` and turns the
-outputs into the loop's :class:`~gsched.costmodel.dynamic.DynamicSchedule` with
-:func:`~gsched.costmodel.dynamic.dynamic_result`: bit for bit the loop's results. Per step
+Plain JAX prepares the inputs from the pieces :func:`~gsched.costmodel.dynamic.dynamic_init`
+is made of (durations, devices, in-degrees; the slots of the list kernel) and turns the outputs
+into the loop's :class:`~gsched.costmodel.dynamic.DynamicSchedule` with
+:func:`~gsched.costmodel.dynamic.timed_schedule`, as the loop's own result does: bit for bit
+the loop's results. Per step
 ``O(V_p)`` work (about 30 vector operations and four or six reductions), ``O(V_p²)`` per
 chromosome like the loop, but without its per-step kernel launches.
 """
@@ -34,60 +36,74 @@ from jax import lax
 
 from gsched.core import fixedpoint as fp
 from gsched.core.padding import PaddedGraph
-from gsched.costmodel.dynamic import DynamicSchedule, dynamic_init, dynamic_result
+from gsched.costmodel.dynamic import DynamicSchedule, item_streams, timed_schedule
 from gsched.costmodel.params import CostParams
 from gsched.costmodel.pallas_decode import (
+    KERNEL_CHUNK,
     NEVER,
     batched_kernel,
+    list_inputs,
     pallas_schedule,
+    positions,
     slot_tables,
-    steps_by_slot,
     walk_successors,
 )
-from gsched.costmodel.schedule import TIME_LO_BITS, Placement
+from gsched.costmodel.schedule import (
+    TIME_LO_BITS,
+    Placement,
+    first_items,
+    fixed_durations,
+    item_devices,
+    op_indegrees,
+)
 
 _BIG = (1 << 31) - 1  # above every time and stream: "no lane"
 
 
+def dynamic_inputs(graph: PaddedGraph, keys: jnp.ndarray, placement: Placement,
+                   params: CostParams, num_devices: int, chunk: int):
+    """The event-driven kernel's prologue for one chromosome → ``(slots, k, rows [V_p, 4],
+    lanes, durations [V], time unit, runtime bound)``; ``rows`` by slot: duration hi, lo,
+    first, last; ``lanes``: each slot's stream and program-input flag."""
+    n, d = graph.op_mask.shape[0], num_devices
+    duration, unit, runtime_bound = fixed_durations(graph, placement, params, d)
+    device, _, activation = item_devices(graph, placement, d)
+    indegree = jnp.concatenate([op_indegrees(graph, placement), jnp.ones(
+        graph.tensor_mask.shape[0] * d, jnp.int32)])
+    slots, k = slot_tables(graph, keys, placement, indegree, activation, d, chunk)
+    item = slots.item
+    rows = jnp.stack([duration.hi[item], duration.lo[item], slots.first, slots.last], axis=1)
+    lanes = (item_streams(device, n, d)[item], first_items(graph, d)[item].astype(jnp.int32))
+    return slots, k, rows, lanes, duration, unit, runtime_bound
+
+
 def pallas_dynamic_schedule(graph: PaddedGraph, keys: jnp.ndarray, placement: Placement,
                             params: CostParams, num_devices: int, scheduler: str,
-                            chunk: int = 8, interpret: bool | None = None,
+                            chunk: int = KERNEL_CHUNK, interpret: bool | None = None,
                             num_warps: int | None = None) -> DynamicSchedule:
     """One chromosome's ``"priority"`` or ``"fifo"`` schedule (no batch axis; ``jax.vmap``
     makes the population the kernel's grid), bit for bit the loop's :class:`DynamicSchedule`.
     Arguments as :func:`~gsched.costmodel.pallas_decode.pallas_schedule`'s."""
     if scheduler not in ("priority", "fifo"):
         raise ValueError(f"the event-driven kernel runs 'priority' or 'fifo', got {scheduler!r}")
-    tables, state = dynamic_init(graph, keys, placement, params, num_devices)
-    v = tables.stream.shape[0]
-    indegree = state.node[:v, 0][tables.item_at_rank]  # by rank
-    slots, k = slot_tables(graph, placement, tables.item_at_rank, indegree,
-                           tables.rank[tables.entry[:, 0]], tables.entry[:, 1], num_devices,
-                           chunk)
-    item = tables.item_at_rank[slots.rank_at_slot]  # by slot
-    rows = jnp.stack([tables.item_row[item, 1], tables.item_row[item, 2], slots.first,
-                      slots.last], axis=1)  # duration hi, lo, first, last
-    lanes = (tables.stream[item], tables.is_input[item].astype(jnp.int32))
+    slots, k, rows, lanes, duration, unit, runtime_bound = dynamic_inputs(
+        graph, keys, placement, params, num_devices, chunk)
     run = batched_kernel(_dynamic_kernel, 3, k, chunk, interpret, num_warps,
                          fifo=scheduler == "fifo")
     order, start_hi, start_lo, tail = (x[0] for x in run(
         slots.word[None], rows[None], slots.successor[None], slots.count[None],
         *(x[None] for x in lanes)))
     taken = tail[2]
-    steps = steps_by_slot(order, taken)  # by slot
-    at_step = jnp.clip(-1 - steps, 0, order.shape[0] - 1)
-    slot = slots.slot[tables.rank]  # by item
-    runs = slot >= 0
-    node = state.node.at[:v].set(jnp.stack([
-        jnp.where(runs, steps[slot], 1),  # never-running items keep a dependency
-        jnp.where(runs, start_hi[at_step][slot], 0),
-        jnp.where(runs, start_lo[at_step][slot], 0)], axis=1))
-    final = state._replace(node=node, free=tail[None, :2], step=taken)
-    return dynamic_result(tables, final)
+    position = positions(slots, order, taken)  # by item
+    at = jnp.maximum(position, 0)
+    begin = fp.Fixed(jnp.where(position >= 0, start_hi[at], 0),
+                     jnp.where(position >= 0, start_lo[at], 0))
+    return timed_schedule(position, taken, fp.Fixed(tail[:1], tail[1:2]), begin, duration,
+                          unit, runtime_bound)
 
 
 def fused_schedule(graph: PaddedGraph, keys: jnp.ndarray, placement: Placement,
-                   params: CostParams, num_devices: int, scheduler: str, chunk: int = 8,
+                   params: CostParams, num_devices: int, scheduler: str, chunk: int = KERNEL_CHUNK,
                    interpret: bool | None = None, num_warps: int | None = None
                    ) -> DynamicSchedule:
     """The fused kernel of ``scheduler``: :func:`pallas_dynamic_schedule` for ``"priority"`` /
@@ -98,6 +114,17 @@ def fused_schedule(graph: PaddedGraph, keys: jnp.ndarray, placement: Placement,
                                                chunk, interpret, num_warps), None, None)
     return pallas_dynamic_schedule(graph, keys, placement, params, num_devices, scheduler,
                                    chunk, interpret, num_warps)
+
+
+def fused_inputs(graph: PaddedGraph, keys: jnp.ndarray, placement: Placement,
+                 params: CostParams, num_devices: int, scheduler: str,
+                 chunk: int = KERNEL_CHUNK) -> tuple:
+    """What :func:`fused_schedule` computes before its kernel (for profiling): the prologue's
+    arrays (:func:`~gsched.costmodel.pallas_decode.list_inputs`' or :func:`dynamic_inputs`',
+    without the static ``k``)."""
+    prologue = list_inputs if scheduler == "list" else dynamic_inputs
+    slots, _, *arrays = prologue(graph, keys, placement, params, num_devices, chunk)
+    return (slots, *arrays)
 
 
 def _dynamic_kernel(word_ref, rows_ref, successor_ref, stream_ref, input_ref, order_ref,

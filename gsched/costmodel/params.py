@@ -49,6 +49,15 @@ def check_scheduler(scheduler) -> str:
     return scheduler
 
 
+def check_chunk(chunk) -> int | None:
+    """Validates the successor entries walked per iteration (a static setting): an int ≥ 1, or
+    None for the decoder's own default (``LOOP_CHUNK`` / ``KERNEL_CHUNK``)."""
+    if chunk is not None and (isinstance(chunk, bool) or not isinstance(chunk, (int, np.integer))
+                              or chunk < 1):
+        raise ValueError(f"chunk must be an int >= 1 or None, got {chunk!r}")
+    return None if chunk is None else int(chunk)
+
+
 def check_fusion(fusion) -> bool:
     """Validates the fusion switch (a static setting): a bool."""
     if not isinstance(fusion, (bool, np.bool_)):

@@ -46,6 +46,8 @@ BYTES_LO_BITS = 12  # kernel bytes (SPEC §8.1), summed like memory (gsched.cost
 BYTES_VALUE_BITS = 41
 FANOUT_BITS = 5
 FANOUT = 1 << FANOUT_BITS  # tree fan-out, and ranks per leaf word (int32)
+LOOP_CHUNK = 8  # successor entries per loop iteration by default (the fastest on the CPU,
+# docs/benchmarks.md; gsched.costmodel.dynamic's loop uses it too)
 _KEY_BITS = 30  # float32 keys in [0, 1] have bit patterns below 2**30
 
 
@@ -152,6 +154,12 @@ def item_priorities(keys: jnp.ndarray, num_ops: int, num_devices: int) -> jnp.nd
     """``[V]`` priority of every item: op priorities, then transfer priorities row-major."""
     _, op_priority, xfer_priority = split_keys(keys, num_ops, num_devices)
     return jnp.concatenate([op_priority, xfer_priority.reshape(-1)])
+
+
+def first_items(graph: PaddedGraph, num_devices: int) -> jnp.ndarray:
+    """``[V]`` the items every schedule starts with: program inputs (SPEC §1), real ops."""
+    return jnp.concatenate([graph.op_is_input & graph.op_mask,
+                            jnp.zeros(graph.tensor_mask.shape[0] * num_devices, bool)])
 
 
 def rank_items(priority: jnp.ndarray,
@@ -344,6 +352,21 @@ def fixed_durations(graph: PaddedGraph, placement: Placement, params: CostParams
     return fp.from_float(durations, unit, TIME_LO_BITS), unit, runtime_bound
 
 
+def item_devices(graph: PaddedGraph, placement: Placement,
+                 num_devices: int) -> tuple[jnp.ndarray, jnp.ndarray, jnp.ndarray]:
+    """``[V]`` each item's device, source device (an op's own; a transfer's producer's) and
+    activation device: an entry activates its item when the finished item runs on this
+    device — ops from producers on their own device or from transfers to it, a transfer from
+    its producer (on the source device) if it exists (−1: never)."""
+    t, d = graph.tensor_mask.shape[0], num_devices
+    device = placement.device
+    source = device[graph.tensor_producer][jnp.repeat(jnp.arange(t, dtype=jnp.int32), d)]
+    exists = placement.transfer_exists.reshape(-1)  # [T·D]
+    return (jnp.concatenate([device, jnp.tile(jnp.arange(d, dtype=jnp.int32), t)]),
+            jnp.concatenate([device, source]),
+            jnp.concatenate([device, jnp.where(exists, source, -1)]))
+
+
 def op_indegrees(graph: PaddedGraph, placement: Placement) -> jnp.ndarray:
     """``[N]`` in-degree of each op in the extended graph: one per same-device producer op,
     one per incoming transfer."""
@@ -389,25 +412,14 @@ def schedule_init(graph: PaddedGraph, keys: jnp.ndarray, placement: Placement,
     """Tables and the initial loop state of one chromosome (no batch axis)."""
     n, t, d = graph.op_mask.shape[0], graph.tensor_mask.shape[0], num_devices
     v = n + t * d
-    device = placement.device
-    exists = placement.transfer_exists.reshape(-1)  # [T·D]
-    producer_device = device[graph.tensor_producer]
-    xfer_tensor = jnp.repeat(jnp.arange(t, dtype=jnp.int32), d)
-
     duration, unit, runtime_bound = fixed_durations(graph, placement, params, num_devices)
     op_indegree = op_indegrees(graph, placement)
     indegree = jnp.concatenate([op_indegree, jnp.ones(t * d, jnp.int32)])
     ready0 = jnp.concatenate([graph.op_mask & (op_indegree == 0), jnp.zeros(t * d, bool)])
 
-    first = jnp.concatenate([graph.op_is_input & graph.op_mask, jnp.zeros(t * d, bool)])
-    rank, item_at_rank = rank_items(item_priorities(keys, n, d), first)
+    rank, item_at_rank = rank_items(item_priorities(keys, n, d), first_items(graph, d))
     entry_item, entry_start, entry_end = entry_items(graph, d)
-    item_device = jnp.concatenate([device, jnp.tile(jnp.arange(d, dtype=jnp.int32), t)])
-    item_source = jnp.concatenate([device, producer_device[xfer_tensor]])
-    # An entry activates its item when the finished item runs on this device: ops activate
-    # from producers on their own device or from transfers to it; a transfer activates from
-    # its producer (on the source device) if it exists.
-    activation = jnp.concatenate([device, jnp.where(exists, producer_device[xfer_tensor], -1)])
+    item_device, item_source, activation = item_devices(graph, placement, d)
     pop_row = jnp.stack([item_device, item_source, duration.hi, duration.lo, entry_start,
                          entry_end], axis=1)
     tables = ScheduleTables(
@@ -511,13 +523,20 @@ def schedule_result(tables: ScheduleTables, final: ScheduleState) -> Schedule:
     """The :class:`Schedule` from a finished loop state (one chromosome)."""
     v = tables.pop_row.shape[0]
     indegree = final.node[:v, 0]
-    scheduled = indegree < 0
-    step = jnp.where(scheduled, -1 - indegree, -1)  # by rank
+    step = jnp.where(indegree < 0, -1 - indegree, -1)  # by rank
     position = jnp.zeros(v, jnp.int32).at[tables.item_at_rank].set(step)
-    order = jnp.full(v + 1, -1, jnp.int32).at[jnp.where(scheduled, step, v)].set(
-        tables.item_at_rank)[:v]
     free = fp.Fixed(final.free[:, 0], final.free[:, 1])
+    return schedule_from_positions(position, final.step, free, tables.time_unit,
+                                   tables.runtime_bound)
+
+
+def schedule_from_positions(position: jnp.ndarray, num_steps: jnp.ndarray, free: fp.Fixed,
+                            unit: jnp.ndarray, runtime_bound: jnp.ndarray) -> Schedule:
+    """A :class:`Schedule` from each item's step (``position [V]``, −1 if never scheduled),
+    the steps taken and the end times ``free [S]`` whose maximum is the makespan."""
+    v = position.shape[0]
+    order = jnp.full(v + 1, -1, jnp.int32).at[jnp.where(position >= 0, position, v)].set(
+        jnp.arange(v, dtype=jnp.int32))[:v]
     makespan = fp.masked_max(free, jnp.ones(free.hi.shape, bool), axis=0)  # last end
-    return Schedule(order, position, final.step,
-                    fp.to_float(makespan, tables.time_unit, TIME_LO_BITS),
-                    tables.runtime_bound)
+    return Schedule(order, position, num_steps, fp.to_float(makespan, unit, TIME_LO_BITS),
+                    runtime_bound)

@@ -76,9 +76,9 @@ from gsched.infra.progress import log
 DEFAULT_SIZES = (100, 500, 2000, 10_000)
 DEFAULT_DEVICES = (1, 2, 4)
 DEFAULT_CHUNKS = (4, 8, 16)
-DEFAULT_CHUNK = 8  # evaluate_population's default
+DEFAULT_CHUNK = None  # evaluate_population's default: each decoder's own
 REFERENCE_SIZE, REFERENCE_DEVICES = 500, 2
-QUICK = dict(sizes=(20, 50), devices=(1, 2), population=16, repeats=2, chunks=(DEFAULT_CHUNK,),
+QUICK = dict(sizes=(20, 50), devices=(1, 2), population=16, repeats=2, chunks=(),
              sweep_populations=(), batch_graphs=2, scheduler_sizes=(50,),
              scheduler_population=16, decoder_sizes=(50,), decoder_devices=(1, 2),
              decoder_population=16)
@@ -116,13 +116,17 @@ class Config:
     num_ops: int
     num_devices: int
     population: int
-    chunk: int = DEFAULT_CHUNK
+    chunk: int | None = DEFAULT_CHUNK
     batch: int = 0
     sharded: bool = False  # population split over every device (evaluate_population_sharded)
     scheduler: str = "list"  # SPEC §2–§4, or §8.2's "priority" / "fifo"
     roofline: bool = False  # SPEC §8.1 kernel times (HBM_BANDWIDTH, LAUNCH_OVERHEAD)
     fusion: bool = False  # SPEC §8.3 (chromosomes N keys longer; uniform fusion keys)
     decoder: str = "auto"  # "loop" / "dense" / "pallas": forced through evaluate_with_decoder
+
+    @property
+    def chunk_label(self) -> str:
+        return "default" if self.chunk is None else str(self.chunk)
 
     @property
     def mode(self) -> str:
@@ -141,7 +145,7 @@ class Config:
         graphs = f"{self.batch}×{self.num_ops}-op graphs" if self.batch else \
             f"{self.num_ops}-op graph"
         return (f"{graphs}, D={self.num_devices}, P={self.population}"
-                f"{' per graph' if self.batch else ''}, chunk={self.chunk}"
+                f"{' per graph' if self.batch else ''}, chunk={self.chunk_label}"
                 f"{f', sharded over {len(jax.devices())} devices' if self.sharded else ''}"
                 f"{f', {self.scheduler} scheduler' if self.scheduler != 'list' else ''}"
                 f"{', roofline' if self.roofline else ''}"
@@ -427,7 +431,7 @@ def render(results: dict[Config, Result], main: list[Config], batch: Config | No
         best = max(sweep, key=lambda c: results[c].evals_per_s)
         c0 = sweep[0]
         out += ["", f"**{title}** ({c0.num_ops}-op graph, D={c0.num_devices}"
-                + (f", P={c0.population}" if what == "chunk" else f", chunk={c0.chunk}")
+                + (f", P={c0.population}" if what == "chunk" else f", chunk={c0.chunk_label}")
                 + f"): fastest {what} = "
                 f"{best.chunk if what == 'chunk' else best.population}.", "",
                 _row([what, "compile s", "ms/call", "evals/s", "µs/eval", "XLA temp MiB"]),

@@ -73,10 +73,10 @@ from gsched.core.padding import PaddedGraph
 from gsched.costmodel.evaluate import Evaluation
 from gsched.costmodel.params import (
     CostParams,
+    check_chunk,
     check_fusion,
     check_scheduler,
     check_search_settings,
-    is_int,
 )
 from gsched.search.common import (
     SearchResult,
@@ -596,8 +596,7 @@ def _check_static(config, budget, num_devices, objective, chunk) -> None:
     if not isinstance(config, BRKGAConfig):
         raise TypeError(f"config must be a BRKGAConfig, got {type(config).__name__}")
     check_search_settings(budget, num_devices, objective)
-    if not is_int(chunk) or chunk < 1:
-        raise ValueError(f"chunk must be an int >= 1, got {chunk!r}")
+    check_chunk(chunk)
 
 
 def _check_graph(graph, batched: bool) -> int | None:
@@ -689,7 +688,7 @@ def _call(key, graphs, config, params, batch, *, num_devices, budget, objective,
     result = _search_jit(key, graphs, params, _check_cost_params(cost_params), pinned, seeds,
                          np.int32(budget), config=config, initial_steps=initial_steps,
                          generations=generations, num_devices=int(num_devices),
-                         objective=objective, chunk=int(chunk), batched=batch is not None,
+                         objective=objective, chunk=check_chunk(chunk), batched=batch is not None,
                          scheduler=scheduler, fusion=fusion, genes=genes)
     return result._replace(best_so_far=result.best_so_far[..., : int(budget)])
 
@@ -698,7 +697,7 @@ def run(key: jax.Array, graph: PaddedGraph, config: BRKGAConfig = BRKGAConfig(),
         params: BRKGAParams | None = None, *, num_devices: int, budget: int,
         objective: str = "peak_memory", cost_params: CostParams = CostParams(),
         pinned: jnp.ndarray | None = None, seeds: jnp.ndarray | None = None,
-        chunk: int = 8, scheduler: str = "list", fusion: bool = False,
+        chunk: int | None = None, scheduler: str = "list", fusion: bool = False,
         genes: str = "all") -> BRKGAResult:
     """BRKGA on one padded graph with exactly ``budget`` counted cost-model evaluations.
 
@@ -719,7 +718,8 @@ def run(key: jax.Array, graph: PaddedGraph, config: BRKGAConfig = BRKGAConfig(),
       seeds: ``[S, L]`` known chromosomes in the padded layout (:func:`gsched.pad_keys`), the
         first ``S`` chromosomes of the initial population, evaluated and counted there
         (``S ≤ min(budget, K·P)``); the result is never worse than the best seed.
-      chunk: the cost model's scheduler chunk (static).
+      chunk: the cost model's successor entries per iteration (static; None: its
+        decoder's default).
       scheduler, fusion: the cost model's static settings
         (:func:`gsched.costmodel.evaluate.evaluate_batch`); with ``fusion`` chromosomes (and
         ``params``, ``seeds``) are ``N`` keys longer.
@@ -740,7 +740,7 @@ def run_batch(key: jax.Array, graphs: PaddedGraph, config: BRKGAConfig = BRKGACo
               params: BRKGAParams | None = None, *, num_devices: int, budget: int,
               objective: str = "peak_memory", cost_params: CostParams = CostParams(),
               pinned: jnp.ndarray | None = None, seeds: jnp.ndarray | None = None,
-              chunk: int = 8, scheduler: str = "list", fusion: bool = False,
+              chunk: int | None = None, scheduler: str = "list", fusion: bool = False,
               genes: str = "all") -> BRKGAResult:
     """BRKGA on a batch of graphs in one jitted call, each graph with its own ``budget``.
 

@@ -37,7 +37,7 @@ class Best(NamedTuple):
 
 
 def scored_batch(graphs: PaddedGraph, keys: jnp.ndarray, cost_params: CostParams, *,
-                 num_devices: int, objective: str, pinned=None, chunk: int = 8,
+                 num_devices: int, objective: str, pinned=None, chunk: int | None = None,
                  scheduler: str = "list", fusion: bool = False) -> tuple[Evaluation, jnp.ndarray]:
     """``keys [B, K, L]`` → (Evaluation ``[B, K]``, value to minimize ``[B, K]``, NaN → +inf).
 
