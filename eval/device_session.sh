@@ -16,11 +16,12 @@
 # 2026-11-26 on an H200 (session 9): "check bench train tests", then "profile go_gdp scaling".
 # 2026-11-26 on an H100 (session 13): "check tune bench profile" (333 s), then "tests go_gdp
 # scaling" (299 s; tests and go_gdp ran out of their limits, raised since). The tuning made the
-# kernels' defaults chunk 2 (KERNEL_CHUNK) and fewer warps (default_num_warps), untimed in a
-# whole evaluation so far. Next GPU session: "bench profile" first (the main table at the new
-# defaults; profile splits off the slot tables), then "go_gdp" (GDP's and GO's first compile
-# with the kernels took over 40 s), then "tune" (its 2,000-op sweep checks the warps rule above
-# 1,024 lanes) and "tests"; compare timings only on the same kind of card.
+# kernels' defaults chunk 2 (KERNEL_CHUNK) and fewer warps (default_num_warps); since then the
+# kernels' prologue ranks only the running items (slot_tables). All untimed on a GPU. Next GPU
+# session: "check bench profile" first (identity at the new defaults and prologue, the main
+# table, the prologue's row "placement + kernel inputs"), then "go_gdp" (GDP's and GO's first
+# compile with the kernels took over 40 s), "tune" (its 2,000-op sweep checks the warps rule
+# above 1,024 lanes) and "tests"; compare timings only on the same kind of card.
 #
 # Writes $OUT/log.txt (everything), $OUT/benchmarks.md (docs/benchmarks.md with the new
 # sections), $OUT/brkga_b8.md and $OUT/runs.tgz (training metrics). REGAL_RUN names a run

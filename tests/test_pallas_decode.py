@@ -293,7 +293,6 @@ def test_active_entries_are_each_items_firing_entries(d):
                 kept += len(want)
             assert kept > 0 and (successor[kept:] == -1).all()
             # The kernels' slots are that ranking restricted to the running items.
-            slots, _ = slot_tables(padded, k, placement, jnp.zeros(len(runs), jnp.int32),
-                                   activation, d, 2)
+            slots, _ = slot_tables(padded, k, placement, d, 2)
             assert (np.asarray(slots.slot) == slot).all()
             assert (np.asarray(slots.item)[:runs.sum()] == item_at_rank[runs]).all()

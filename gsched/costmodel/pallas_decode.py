@@ -95,17 +95,16 @@ class Slots(NamedTuple):
 
 
 def slot_tables(graph: PaddedGraph, keys: jnp.ndarray, placement: Placement,
-                indegree: jnp.ndarray, activation: jnp.ndarray, num_devices: int,
-                chunk: int) -> tuple[Slots, int]:
-    """The kernels' inputs of one chromosome and ``k``, the bits of a slot (static).
-
-    ``keys``: the SPEC §2 part of the chromosome; ``indegree`` / ``activation [V]`` by item:
-    unfinished dependencies, and the device on which a finished item activates it
-    (:func:`~gsched.costmodel.schedule.item_devices`). Slots follow SPEC §2's priority order
-    (program inputs first, ties by item index), the loops' ranking restricted to the items
-    that run: only those ``V_p`` are sorted, not all ``V = N + T·D``."""
+                num_devices: int, chunk: int) -> tuple[Slots, int]:
+    """The inputs both kernels share, of one chromosome (``keys``: the SPEC §2 part), and
+    ``k``, the bits of a slot (static). Slots follow SPEC §2's priority order (program inputs
+    first, ties by item index), the loops' ranking restricted to the items that run: only
+    those ``V_p`` are sorted, not all ``V = N + T·D``."""
     n, t, e = graph.op_mask.shape[0], graph.tensor_mask.shape[0], graph.edge_mask.shape[0]
     v = n + t * num_devices
+    # Dependencies in the extended graph: a transfer waits for its producer.
+    indegree = jnp.concatenate([op_indegrees(graph, placement), jnp.ones(t * num_devices,
+                                                                         jnp.int32)])
     # At most N + min(E, T·(D − 1)) items run (an existing X(t, d) has its own edge
     # (t, consumer on d)), often a fraction of V = N + T·D.
     runs = jnp.concatenate([graph.op_mask, placement.transfer_exists.reshape(-1)])
@@ -125,7 +124,8 @@ def slot_tables(graph: PaddedGraph, keys: jnp.ndarray, placement: Placement,
     item = item[by_priority]
     slot = jnp.full(v, -1, jnp.int32).at[jnp.where(real, item, v)].set(lane, mode="drop")
     word = jnp.where(real, jnp.left_shift(indegree[item], k) | lane, NEVER)
-    successor, first, last = active_entries(graph, placement, slot, activation, num_devices)
+    successor, first, last = active_entries(graph, placement, slot, item_devices(
+        graph, placement, num_devices)[2], num_devices)
     # ``chunk`` inert entries at the end: every window [q, q + chunk) inside the table is in
     # bounds.
     successor = jnp.pad(successor, (0, chunk), constant_values=-1)
@@ -185,10 +185,8 @@ def list_inputs(graph: PaddedGraph, keys: jnp.ndarray, placement: Placement,
     """The list kernel's prologue for one chromosome → ``(slots, k, rows [V_p, 6], time unit,
     runtime bound)``; ``rows`` by slot: device, source device, duration hi, lo, first, last."""
     duration, unit, runtime_bound = fixed_durations(graph, placement, params, num_devices)
-    device, source, activation = item_devices(graph, placement, num_devices)
-    indegree = jnp.concatenate([op_indegrees(graph, placement), jnp.ones(
-        graph.tensor_mask.shape[0] * num_devices, jnp.int32)])
-    slots, k = slot_tables(graph, keys, placement, indegree, activation, num_devices, chunk)
+    device, source, _ = item_devices(graph, placement, num_devices)
+    slots, k = slot_tables(graph, keys, placement, num_devices, chunk)
     rows = jnp.stack([device[slots.item], source[slots.item], duration.hi[slots.item],
                       duration.lo[slots.item], slots.first, slots.last], axis=1)
     return slots, k, rows, unit, runtime_bound

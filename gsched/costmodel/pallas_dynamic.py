@@ -54,7 +54,6 @@ from gsched.costmodel.schedule import (
     first_items,
     fixed_durations,
     item_devices,
-    op_indegrees,
 )
 
 _BIG = (1 << 31) - 1  # above every time and stream: "no lane"
@@ -67,13 +66,11 @@ def dynamic_inputs(graph: PaddedGraph, keys: jnp.ndarray, placement: Placement,
     first, last; ``lanes``: each slot's stream and program-input flag."""
     n, d = graph.op_mask.shape[0], num_devices
     duration, unit, runtime_bound = fixed_durations(graph, placement, params, d)
-    device, _, activation = item_devices(graph, placement, d)
-    indegree = jnp.concatenate([op_indegrees(graph, placement), jnp.ones(
-        graph.tensor_mask.shape[0] * d, jnp.int32)])
-    slots, k = slot_tables(graph, keys, placement, indegree, activation, d, chunk)
+    slots, k = slot_tables(graph, keys, placement, d, chunk)
     item = slots.item
     rows = jnp.stack([duration.hi[item], duration.lo[item], slots.first, slots.last], axis=1)
-    lanes = (item_streams(device, n, d)[item], first_items(graph, d)[item].astype(jnp.int32))
+    lanes = (item_streams(item_devices(graph, placement, d)[0], n, d)[item],
+             first_items(graph, d)[item].astype(jnp.int32))
     return slots, k, rows, lanes, duration, unit, runtime_bound
 
 
