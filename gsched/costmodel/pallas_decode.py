@@ -240,8 +240,9 @@ def default_num_warps(width: int) -> int:
     """Triton warps per program at ``width`` lanes: 2 up to 1,024 lanes, then one per 512.
 
     On an H100 at 500 ops, D = 2 (``eval.tune_kernel``, docs/benchmarks.md) fewer warps were
-    faster: 1 or 2 beat Triton's usual 4 by 3–7 % (list kernel), 2 tied with 4 (priority) and
-    8 lost 15–20 %; above 1,024 lanes the same lanes per warp is kept (not timed there)."""
+    faster: 1 and 2 beat Triton's usual 4 by 5–8 % and 4–6 % (list kernel), 2 tied with 4
+    (priority), 8 lost 13–14 %; above 1,024 lanes the same lanes per warp is kept (not timed
+    there)."""
     return min(16, max(2, width // 512))
 
 
