@@ -17,9 +17,11 @@
 # 2026-11-26 on an H100 (session 13): "check tune bench profile" (333 s), then "tests go_gdp
 # scaling" (299 s; tests and go_gdp ran out of their limits, raised since). The tuning made the
 # kernels' defaults chunk 2 (KERNEL_CHUNK) and fewer warps (default_num_warps); since then the
-# kernels' prologue ranks only the running items (slot_tables). All untimed on a GPU. Next GPU
-# session: "check bench profile" first (identity at the new defaults and prologue, the main
-# table, the prologue's row "placement + kernel inputs"), then "go_gdp" (GDP's and GO's first
+# kernels' prologue ranks only the running items (ranked_slots); session 14: scalar device free
+# times in the list kernel, each item's first firing successors in its row. All untimed on a
+# GPU. Next GPU session: "check bench profile" first (identity at the new defaults, kernels and
+# prologue, the main table, the prologue's rows "slot ranking" / "slot tables" / "kernel
+# inputs"), then "go_gdp" (GDP's and GO's first
 # compile with the kernels took over 40 s), "tune" (its 2,000-op sweep checks the warps rule
 # above 1,024 lanes) and "tests"; compare timings only on the same kind of card.
 #

@@ -3,12 +3,13 @@
 Times prefixes of one population's evaluation (each its own jitted function, so XLA cannot drop
 the work: every prefix returns what it computed): the placement decode; the placement and the
 loop decoder's set-up (``schedule_init``, or ``dynamic_init`` for SPEC §8.2's schedulers: ranks
-of all items, durations, CSR tables); the placement and the fused kernels' inputs
-(``list_inputs`` / ``dynamic_inputs``: durations, in-degrees, the running items ranked, the
-firing successor entries compacted); on a GPU, those and the fused kernel with its result
-conversion; and the whole ``evaluate_population`` (+ SPEC §3's memory walk; on a CPU with the
-loop or dense decoders). Differences to the first row are the set-ups' costs, to the fourth the
-memory walk's::
+of all items, durations, CSR tables); the placement and the fused kernels' inputs, in three
+growing prefixes: the running items ranked (``ranked_slots``), + the firing successor entries
+compacted (``slot_tables``), + durations and the kernel's rows (``list_inputs`` /
+``dynamic_inputs``); on a GPU, those and the fused kernel with its result conversion; and the
+whole ``evaluate_population`` (+ SPEC §3's memory walk; on a CPU with the loop or dense
+decoders). Differences to the first row are the set-ups' costs, to the kernel's row the memory
+walk's::
 
     python -m eval.profile_decode --sizes 500 --devices 1,2 --population 16384
     python -m eval.profile_decode --sizes 500 --devices 2 --scheduler priority
@@ -30,7 +31,12 @@ import numpy as np
 from gsched.core.padding import bucket_for, pad_graph, pad_keys
 from gsched.costmodel.evaluate import evaluate_population
 from gsched.costmodel.dynamic import dynamic_init
-from gsched.costmodel.pallas_decode import KERNEL_CHUNK, pallas_applies
+from gsched.costmodel.pallas_decode import (
+    KERNEL_CHUNK,
+    pallas_applies,
+    ranked_slots,
+    slot_tables,
+)
 from gsched.costmodel.pallas_dynamic import fused_inputs, fused_schedule
 from gsched.costmodel.params import CostParams
 from gsched.costmodel.schedule import decode_placement, schedule_init
@@ -69,6 +75,18 @@ def stages(num_devices: int, chunk: int | None, base: int, scheduler: str = "lis
                                num_devices)
         return jax.vmap(one)(keys)
 
+    def ranking(g, keys, prm):
+        def one(k):
+            return ranked_slots(g, k[:base], decode_placement(g, k[:base], num_devices),
+                                num_devices)[:4]
+        return jax.vmap(one)(keys)
+
+    def tables(g, keys, prm):
+        def one(k):
+            return slot_tables(g, k[:base], decode_placement(g, k[:base], num_devices),
+                               num_devices, kernel_chunk)[0]
+        return jax.vmap(one)(keys)
+
     def slots(g, keys, prm):
         def one(k):
             return fused_inputs(g, k[:base], decode_placement(g, k[:base], num_devices), prm,
@@ -86,6 +104,7 @@ def stages(num_devices: int, chunk: int | None, base: int, scheduler: str = "lis
                                    scheduler=scheduler)
 
     rows = [("placement", placement), ("placement + loop set-up", init),
+            ("placement + slot ranking", ranking), ("placement + slot tables", tables),
             ("placement + kernel inputs", slots)]
     if pallas_applies():  # interpreted on a CPU: its time would mean nothing
         rows.append(("kernel inputs + kernel and result", schedule))

@@ -104,14 +104,16 @@ def test_profile_decode_times_every_stage(capsys):
     profile_decode.main(["--sizes", "12", "--devices", "1,2", "--population", "4",
                          "--repeats", "1"])
     lines = capsys.readouterr().err.splitlines()
-    # No kernel on the CPU: placement, + loop set-up, + kernel inputs, + memory walk, per D.
-    assert sum("ms/call" in line for line in lines) == 8
-    assert sum("placement + kernel inputs" in line for line in lines) == 2
+    # No kernel on the CPU: placement, + loop set-up, + slot ranking, + slot tables, + kernel
+    # inputs, + memory walk, per D.
+    assert sum("ms/call" in line for line in lines) == 12
+    for stage in ("slot ranking", "slot tables", "kernel inputs"):
+        assert sum(f"placement + {stage}" in line for line in lines) == 2
     assert sum("memory walk = evaluate_population" in line for line in lines) == 2
     profile_decode.main(["--sizes", "12", "--devices", "2", "--population", "4",
                          "--repeats", "1", "--scheduler", "fifo"])
     lines = capsys.readouterr().err.splitlines()
-    assert sum("ms/call" in line for line in lines) == 4 and "fifo scheduler" in lines[0]
+    assert sum("ms/call" in line for line in lines) == 6 and "fifo scheduler" in lines[0]
 
 
 def test_tune_kernel_times_every_variant_and_checks_them_identical(tmp_path):

@@ -27,6 +27,7 @@ from gsched.costmodel.pallas_decode import (
     lane_widths,
     pallas_applies,
     slot_tables,
+    successor_columns,
 )
 from gsched.costmodel.pallas_dynamic import fused_schedule, pallas_dynamic_schedule
 from gsched.costmodel.params import CostParams
@@ -296,3 +297,16 @@ def test_active_entries_are_each_items_firing_entries(d):
             slots, _ = slot_tables(padded, k, placement, d, 2)
             assert (np.asarray(slots.slot) == slot).all()
             assert (np.asarray(slots.item)[:runs.sum()] == item_at_rank[runs]).all()
+            # Each slot's row columns: its first firing successors inline (−1 after its
+            # last), then the range of the rest; together exactly its range in the table.
+            for chunk in (1, 2, 3):
+                slots, _ = slot_tables(padded, k, placement, d, chunk)
+                columns = np.asarray(successor_columns(slots, chunk))
+                table = np.asarray(slots.successor)
+                for lane in range(int(slots.count)):
+                    *inline, rest, end = columns[lane]
+                    begin = int(slots.first[lane])
+                    assert end == slots.last[lane] and rest == begin + chunk
+                    have = [x for x in inline if x >= 0] + list(table[rest:max(rest, end)])
+                    assert have == list(table[begin:end])
+                    assert all(x == -1 for x in inline[max(0, end - begin):])

@@ -17,23 +17,27 @@ both decoders share every rule but the loop itself. Inside the kernel, everythin
 by *slot*: the rank among the items that can run (real ops and existing transfers; absent
 transfer slots are most of ``V = N + T·D`` at ``D ≥ 2``), ``V_p`` slots: the static bound
 ``N + min(E, T·(D − 1))`` rounded up to a power of two, as Triton wants for every tensor. Only
-those are ranked (:func:`slot_tables`): the loop's ranking sorts all ``V`` items.
+those are ranked (:func:`ranked_slots`): the loop's ranking sorts all ``V`` items.
 
 * ``word [V_p]``: ``(unfinished dependencies << k) | slot`` for an item that can still run
   (``k`` = bits of a slot), :data:`NEVER` for unused slots and items already scheduled, so the
   ready item with the largest priority is ``min(word)`` (ready words are ``< 2**k``);
-* ``ready [V_p]`` (hi, lo) and ``free [D_p]`` (hi, lo): exact fixed-point ready and free times.
+* ``ready [V_p]`` (hi, lo): exact fixed-point ready times; the ``D`` devices' free times are
+  scalars (hi, lo), so a step's start is scalar selects, not a reduction.
 
 A step takes the minimum word, writes its slot to the ``order`` output (a scalar store, never
-read back), reads the item's device, source device, duration and entry range with scalar
-loads, computes its start and end (SPEC §4), and walks its firing successor entries ``chunk``
-at a time: each a scalar load compared against the lane index, the compares or-ed into one
+read back), reads the item's row with scalar loads (device, source device, duration, its first
+``chunk`` firing successor slots and the range of the rest: :func:`successor_columns`),
+computes its start and end (SPEC §4), and walks its firing successors: the row's, then the
+rest ``chunk`` at a time, each compared against the lane index, the compares or-ed into one
 ``[V_p]`` mask, so decrementing in-degrees and raising ready times are vector selects instead
-of scatters. Per step that is ``O(V_p)`` work plus ``O((chunk + 5) · V_p)`` per window of
-entries, ``O((V_p + Q) · V_p)`` per chromosome (``Q`` firing entries). So the kernel is
-compiled at up to three widths (``V_p``, ``V_p / 2``, ``V_p / 4``: :func:`lane_widths`) and a
-call runs the narrowest that holds every chromosome's running items (often about 40 % of the
-static bound at ``D ≥ 2``), chosen once per call by a ``lax.switch`` outside the grid.
+of scatters. Most items have at most ``chunk`` firing successors (~80–90 % at 500 ops, chunk
+2), so most steps load nothing that waits for the row. Per step that is ``O(V_p)`` work plus
+``O((chunk + 5) · V_p)`` per window of entries, ``O((V_p + Q) · V_p)`` per chromosome (``Q``
+firing entries). So the kernel is compiled at up to three widths (``V_p``, ``V_p / 2``,
+``V_p / 4``: :func:`lane_widths`) and a call runs the narrowest that holds every chromosome's
+running items (often about 40 % of the static bound at ``D ≥ 2``), chosen once per call by a
+``lax.switch`` outside the grid.
 """
 
 from __future__ import annotations
@@ -94,12 +98,12 @@ class Slots(NamedTuple):
     last: jnp.ndarray  # [V_p] int32
 
 
-def slot_tables(graph: PaddedGraph, keys: jnp.ndarray, placement: Placement,
-                num_devices: int, chunk: int) -> tuple[Slots, int]:
-    """The inputs both kernels share, of one chromosome (``keys``: the SPEC §2 part), and
-    ``k``, the bits of a slot (static). Slots follow SPEC §2's priority order (program inputs
-    first, ties by item index), the loops' ranking restricted to the items that run: only
-    those ``V_p`` are sorted, not all ``V = N + T·D``."""
+def ranked_slots(graph: PaddedGraph, keys: jnp.ndarray, placement: Placement,
+                 num_devices: int) -> tuple[jnp.ndarray, ...]:
+    """One chromosome's slots (``keys``: the SPEC §2 part): SPEC §2's priority order (program
+    inputs first, ties by item index), the loops' ranking restricted to the items that run:
+    only those ``V_p`` are sorted, not all ``V = N + T·D``. Returns ``(item [V_p], slot [V],
+    word [V_p], count [])`` as in :class:`Slots`, and ``k`` (static)."""
     n, t, e = graph.op_mask.shape[0], graph.tensor_mask.shape[0], graph.edge_mask.shape[0]
     v = n + t * num_devices
     # Dependencies in the extended graph: a transfer waits for its producer.
@@ -124,12 +128,32 @@ def slot_tables(graph: PaddedGraph, keys: jnp.ndarray, placement: Placement,
     item = item[by_priority]
     slot = jnp.full(v, -1, jnp.int32).at[jnp.where(real, item, v)].set(lane, mode="drop")
     word = jnp.where(real, jnp.left_shift(indegree[item], k) | lane, NEVER)
+    return item, slot, word, count, k
+
+
+def slot_tables(graph: PaddedGraph, keys: jnp.ndarray, placement: Placement,
+                num_devices: int, chunk: int) -> tuple[Slots, int]:
+    """The inputs both kernels share, of one chromosome (``keys``: the SPEC §2 part), and
+    ``k``, the bits of a slot (static): :func:`ranked_slots` and their
+    :func:`active_entries`."""
+    item, slot, word, count, k = ranked_slots(graph, keys, placement, num_devices)
     successor, first, last = active_entries(graph, placement, slot, item_devices(
         graph, placement, num_devices)[2], num_devices)
     # ``chunk`` inert entries at the end: every window [q, q + chunk) inside the table is in
     # bounds.
     successor = jnp.pad(successor, (0, chunk), constant_values=-1)
     return Slots(item, slot, word, count, successor, first[item], last[item]), k
+
+
+def successor_columns(slots: Slots, chunk: int) -> jnp.ndarray:
+    """``[V_p, chunk + 2]`` by slot, the kernels' row columns for the successor walk: the first
+    ``chunk`` firing successor slots (−1 past the item's last), then the range of the rest
+    (``first + chunk``, ``last``; empty for most items). A step reads them with the item's
+    other row columns, so an item with at most ``chunk`` firing entries walks them without a
+    load that waits for its range."""
+    window = slots.first[:, None] + jnp.arange(chunk, dtype=jnp.int32)
+    inline = jnp.where(window < slots.last[:, None], slots.successor[window], -1)
+    return jnp.concatenate([inline, (slots.first + chunk)[:, None], slots.last[:, None]], axis=1)
 
 
 def active_entries(graph: PaddedGraph, placement: Placement, slot: jnp.ndarray,
@@ -182,13 +206,15 @@ def active_entries(graph: PaddedGraph, placement: Placement, slot: jnp.ndarray,
 
 def list_inputs(graph: PaddedGraph, keys: jnp.ndarray, placement: Placement,
                 params: CostParams, num_devices: int, chunk: int):
-    """The list kernel's prologue for one chromosome → ``(slots, k, rows [V_p, 6], time unit,
-    runtime bound)``; ``rows`` by slot: device, source device, duration hi, lo, first, last."""
+    """The list kernel's prologue for one chromosome → ``(slots, k, rows [V_p, 6 + chunk],
+    time unit, runtime bound)``; ``rows`` by slot: device, source device, duration hi, lo, then
+    :func:`successor_columns`."""
     duration, unit, runtime_bound = fixed_durations(graph, placement, params, num_devices)
     device, source, _ = item_devices(graph, placement, num_devices)
     slots, k = slot_tables(graph, keys, placement, num_devices, chunk)
-    rows = jnp.stack([device[slots.item], source[slots.item], duration.hi[slots.item],
-                      duration.lo[slots.item], slots.first, slots.last], axis=1)
+    rows = jnp.concatenate([jnp.stack([device[slots.item], source[slots.item],
+                                       duration.hi[slots.item], duration.lo[slots.item]],
+                                      axis=1), successor_columns(slots, chunk)], axis=1)
     return slots, k, rows, unit, runtime_bound
 
 
@@ -304,62 +330,72 @@ def _pallas_call(kernel, width: int, per_step: int, interpret: bool | None, num_
     )
 
 
-def walk_successors(successor_ref, lane: jnp.ndarray, chunk: int, k: int, first, last,
-                    end: fp.Fixed, word: jnp.ndarray, ready: fp.Fixed
-                    ) -> tuple[jnp.ndarray, fp.Fixed]:
-    """Inside a kernel: a started item's firing successor entries ``[first, last)``, ``chunk``
-    per iteration, each a scalar load compared against the lanes; hit lanes lose a dependency
-    (``word − 2**k``) and have their ready time raised to ``end``."""
+def walk_successors(successor_ref, lane: jnp.ndarray, k: int, columns, end: fp.Fixed,
+                    word: jnp.ndarray, ready: fp.Fixed) -> tuple[jnp.ndarray, fp.Fixed]:
+    """Inside a kernel: a started item's firing successor slots, from its row's
+    :func:`successor_columns` (``chunk`` slots, then the range of the rest in
+    ``successor_ref``, walked ``chunk`` per iteration with scalar loads), each compared against
+    the lanes; hit lanes lose a dependency (``word − 2**k``) and have their ready time raised
+    to ``end``."""
+    *inline, first, last = columns
+    chunk = len(inline)
+
+    def hits(carry, targets):
+        word, ready_hi, ready_lo = carry
+        hit = functools.reduce(operator.or_, [lane == target for target in targets])
+        later = hit & fp.greater(end, fp.Fixed(ready_hi, ready_lo))
+        return (jnp.where(hit, word - (1 << k), word), jnp.where(later, end.hi, ready_hi),
+                jnp.where(later, end.lo, ready_lo))
 
     def body(carry):
-        q, word, ready_hi, ready_lo = carry
-        hit = functools.reduce(operator.or_, [
-            lane == jnp.where(q + j < last, successor_ref[q + j], -1) for j in range(chunk)])
-        later = hit & fp.greater(end, fp.Fixed(ready_hi, ready_lo))
-        return (q + chunk, jnp.where(hit, word - (1 << k), word),
-                jnp.where(later, end.hi, ready_hi), jnp.where(later, end.lo, ready_lo))
+        q, *state = carry
+        return (q + chunk, *hits(state, [jnp.where(q + j < last, successor_ref[q + j], -1)
+                                         for j in range(chunk)]))
 
-    _, word, ready_hi, ready_lo = lax.while_loop(lambda c: c[0] < last, body,
-                                                 (first, word, ready.hi, ready.lo))
+    state = hits((word, ready.hi, ready.lo), inline)
+    _, word, ready_hi, ready_lo = lax.while_loop(lambda c: c[0] < last, body, (first, *state))
     return word, fp.Fixed(ready_hi, ready_lo)
 
 
 def _list_kernel(word_ref, rows_ref, successor_ref, order_ref, tail_ref, *, num_devices: int,
                  chunk: int, k: int):
-    """One chromosome's list schedule: ``rows [V_p, 6]`` (device, source device, duration hi,
-    lo, first, last by slot) → ``order [V_p]`` (the slot taken at each step), ``tail``
-    (makespan hi, lo, steps taken, 0)."""
+    """One chromosome's list schedule: ``rows [V_p, 6 + chunk]`` (device, source device,
+    duration hi, lo, :func:`successor_columns` by slot) → ``order [V_p]`` (the slot taken at
+    each step), ``tail`` (makespan hi, lo, steps taken, 0). The devices' free times are
+    ``2·D`` scalars: a step's start and its updates are scalar selects, not reductions."""
     vp = word_ref.shape[0]
-    dp = pl.next_power_of_2(num_devices)
     lane = lax.broadcasted_iota(jnp.int32, (vp,), 0)
-    device_lane = lax.broadcasted_iota(jnp.int32, (dp,), 0)
     zeros = jnp.zeros((vp,), jnp.int32)
 
     def step(carry):
-        s, best, word, ready_hi, ready_lo, free_hi, free_lo = carry
+        s, best, word, ready_hi, ready_lo, *free = carry
+        free = [fp.Fixed(*free[2 * d:2 * d + 2]) for d in range(num_devices)]
         slot = best & ((1 << k) - 1)
         order_ref[s] = slot  # a scalar store, never read back
-        device, source, duration_hi, duration_lo, first, last = (
-            rows_ref[slot, column] for column in range(6))
+        device, source, duration_hi, duration_lo, *columns = (
+            rows_ref[slot, column] for column in range(6 + chunk))
         this = lane == slot
-        ready = fp.Fixed(jnp.sum(jnp.where(this, ready_hi, 0)),
-                         jnp.sum(jnp.where(this, ready_lo, 0)))
-        uses = (device_lane == device) | (device_lane == source)
-        start = fp.maximum(ready, fp.masked_max(fp.Fixed(free_hi, free_lo), uses))
+        start = fp.Fixed(jnp.sum(jnp.where(this, ready_hi, 0)),
+                         jnp.sum(jnp.where(this, ready_lo, 0)))  # the item's ready time
+        uses = [(device == d) | (source == d) for d in range(num_devices)]
+        for d in range(num_devices):
+            start = fp.where(uses[d], fp.maximum(start, free[d]), start)
         end = fp.add(start, fp.Fixed(duration_hi, duration_lo), TIME_LO_BITS)
-        word, ready = walk_successors(successor_ref, lane, chunk, k, first, last, end,
+        word, ready = walk_successors(successor_ref, lane, k, columns, end,
                                       jnp.where(this, NEVER, word),
                                       fp.Fixed(ready_hi, ready_lo))
+        free = [fp.where(uses[d], end, free[d]) for d in range(num_devices)]
         return (s + 1, jnp.min(word), word, ready.hi, ready.lo,
-                jnp.where(uses, end.hi, free_hi), jnp.where(uses, end.lo, free_lo))
+                *(x for time in free for x in time))
 
     word = word_ref[...]
-    free = jnp.zeros((dp,), jnp.int32)
-    taken, _, _, _, _, free_hi, free_lo = lax.while_loop(
+    zero = jnp.int32(0)
+    taken, _, _, _, _, *free = lax.while_loop(
         lambda c: c[1] < (1 << k), step,
-        (jnp.int32(0), jnp.min(word), word, zeros, zeros, free, free))
-    makespan = fp.masked_max(fp.Fixed(free_hi, free_lo), device_lane < num_devices)
+        (zero, jnp.min(word), word, zeros, zeros, *[zero] * (2 * num_devices)))
+    makespan = functools.reduce(fp.maximum, [fp.Fixed(*free[2 * d:2 * d + 2])
+                                             for d in range(num_devices)])
     tail_ref[0] = makespan.hi
     tail_ref[1] = makespan.lo
     tail_ref[2] = taken
-    tail_ref[3] = jnp.int32(0)
+    tail_ref[3] = zero

@@ -46,6 +46,7 @@ from gsched.costmodel.pallas_decode import (
     pallas_schedule,
     positions,
     slot_tables,
+    successor_columns,
     walk_successors,
 )
 from gsched.costmodel.schedule import (
@@ -61,14 +62,16 @@ _BIG = (1 << 31) - 1  # above every time and stream: "no lane"
 
 def dynamic_inputs(graph: PaddedGraph, keys: jnp.ndarray, placement: Placement,
                    params: CostParams, num_devices: int, chunk: int):
-    """The event-driven kernel's prologue for one chromosome → ``(slots, k, rows [V_p, 4],
-    lanes, durations [V], time unit, runtime bound)``; ``rows`` by slot: duration hi, lo,
-    first, last; ``lanes``: each slot's stream and program-input flag."""
+    """The event-driven kernel's prologue for one chromosome → ``(slots, k, rows
+    [V_p, 4 + chunk], lanes, durations [V], time unit, runtime bound)``; ``rows`` by slot:
+    duration hi, lo, then :func:`~gsched.costmodel.pallas_decode.successor_columns`;
+    ``lanes``: each slot's stream and program-input flag."""
     n, d = graph.op_mask.shape[0], num_devices
     duration, unit, runtime_bound = fixed_durations(graph, placement, params, d)
     slots, k = slot_tables(graph, keys, placement, d, chunk)
     item = slots.item
-    rows = jnp.stack([duration.hi[item], duration.lo[item], slots.first, slots.last], axis=1)
+    rows = jnp.concatenate([jnp.stack([duration.hi[item], duration.lo[item]], axis=1),
+                            successor_columns(slots, chunk)], axis=1)
     lanes = (item_streams(item_devices(graph, placement, d)[0], n, d)[item],
              first_items(graph, d)[item].astype(jnp.int32))
     return slots, k, rows, lanes, duration, unit, runtime_bound
@@ -126,9 +129,9 @@ def fused_inputs(graph: PaddedGraph, keys: jnp.ndarray, placement: Placement,
 
 def _dynamic_kernel(word_ref, rows_ref, successor_ref, stream_ref, input_ref, order_ref,
                     start_hi_ref, start_lo_ref, tail_ref, *, fifo: bool, chunk: int, k: int):
-    """One chromosome's event-driven schedule: ``rows [V_p, 4]`` (duration hi, lo, first, last
-    by slot), lanes ``stream`` / ``input [V_p]`` → ``order``, ``start`` hi / lo ``[V_p]`` by
-    step, ``tail`` (makespan hi, lo, steps taken, 0)."""
+    """One chromosome's event-driven schedule: ``rows [V_p, 4 + chunk]`` (duration hi, lo,
+    successor columns by slot), lanes ``stream`` / ``input [V_p]`` → ``order``, ``start`` hi /
+    lo ``[V_p]`` by step, ``tail`` (makespan hi, lo, steps taken, 0)."""
     vp = word_ref.shape[0]
     lane = lax.broadcasted_iota(jnp.int32, (vp,), 0)
     stream = stream_ref[...]
@@ -161,9 +164,10 @@ def _dynamic_kernel(word_ref, rows_ref, successor_ref, stream_ref, input_ref, or
         order_ref[s] = best  # scalar stores, never read back
         start_hi_ref[s] = start_hi
         start_lo_ref[s] = start_lo
-        duration_hi, duration_lo, first, last = (rows_ref[best, column] for column in range(4))
+        duration_hi, duration_lo, *columns = (rows_ref[best, column]
+                                              for column in range(4 + chunk))
         end = fp.add(start, fp.Fixed(duration_hi, duration_lo), TIME_LO_BITS)
-        word, ready = walk_successors(successor_ref, lane, chunk, k, first, last, end,
+        word, ready = walk_successors(successor_ref, lane, k, columns, end,
                                       jnp.where(lane == best, NEVER, word),
                                       fp.Fixed(ready_hi, ready_lo))
         mine = stream == on
