@@ -9,8 +9,10 @@
 # the loop), bench (make bench's programs), train (REGAL and Topoformer full configs), tests
 # (the Pallas identity tests compiled for the GPU), profile (stage costs of one evaluation),
 # go_gdp (GDP and GO full configs), scaling (the throughput table from 100 to 10,000 ops);
-# not in the default list: mid (the whole mid-size Topoformer config of issue #15 §3, ~2,000
-# steps, or MID_ARGS's; its exported model comes back as $OUT/topoformer_mid.tgz) and tune
+# not in the default list: ab (this tree's kernels against BASELINE's, an earlier commit's
+# tree carried along; see the function), mid (the whole mid-size Topoformer config of issue
+# #15 §3, ~2,000 steps, or MID_ARGS's; its exported model comes back as
+# $OUT/topoformer_mid.tgz) and tune
 # (the kernels' chunk × warps sweeps: eval.tune_kernel, list and priority at 500 ops, list at
 # 2,000 ops, where the warps rule above 1,024 lanes is an untimed extrapolation).
 # 2026-11-26 on an H200 (session 9): "check bench train tests", then "profile go_gdp scaling".
@@ -19,10 +21,10 @@
 # kernels' defaults chunk 2 (KERNEL_CHUNK) and fewer warps (default_num_warps); since then the
 # kernels' prologue ranks only the running items (ranked_slots); session 14: scalar device free
 # times in the list kernel, each item's first firing successors in its row. All untimed on a
-# GPU. Next GPU session: "check bench profile" first (identity at the new defaults, kernels and
-# prologue, the main table, the prologue's rows "slot ranking" / "slot tables" / "kernel
-# inputs"), then "go_gdp" (GDP's and GO's first
-# compile with the kernels took over 40 s), "tune" (its 2,000-op sweep checks the warps rule
+# GPU. Next GPU session: "check ab profile" first (identity at the new defaults, kernels and
+# prologue; the kernels against session 13's, BASELINE = a worktree of 9e5fd8d; the
+# prologue's rows "slot ranking" / "slot tables" / "kernel inputs"), then "bench", "go_gdp"
+# (GDP's and GO's first compile with the kernels took over 40 s), "tune" (its 2,000-op sweep checks the warps rule
 # above 1,024 lanes) and "tests"; compare timings only on the same kind of card.
 #
 # Writes $OUT/log.txt (everything), $OUT/benchmarks.md (docs/benchmarks.md with the new
@@ -129,6 +131,25 @@ tune() {  # the kernels' two knobs at 500 ops, D = 2 (list, then priority), then
   step 120 tune_kernel_2000 $PY -m eval.tune_kernel --size 2000 --devices 2 --chunks 2,8 \
     --warps 0,2,4,8 --population 2048 --repeats 3 --output "$OUT/benchmarks.md" \
     --section-title "Fused-kernel tuning, 2,000 ops, D = 2 — GPU"
+}
+
+ab() {  # this tree's kernels against an earlier commit's, on the same card in the same call:
+  # BASELINE (default baseline/, git-ignored) holds that commit's tree, made on the CPU with
+  # `git worktree add baseline <commit>` and sent with the run tool's carry=["baseline"].
+  # Schedule alone (eval.tune_kernel), 500 ops, D = 2, chunk 2, default warps, list and
+  # priority; baseline, this tree, baseline again (the load drifts).
+  local base=${BASELINE:-baseline}
+  [ -d "$base/gsched" ] || { echo "!!! ab: no tree at $base"; return 1; }
+  local tree
+  for tree in "$base" . "$base"; do
+    (cd "$tree" && step 90 "ab_list ${tree}" $PY -m eval.tune_kernel --size 500 --devices 2 \
+      --chunks 2 --warps 0 --population 16384 --repeats 3 --output "$OUT/ab.md" \
+      --section-title "A/B list, $([ "$tree" = . ] && echo this tree || echo baseline)")
+    (cd "$tree" && step 60 "ab_priority ${tree}" $PY -m eval.tune_kernel --size 500 \
+      --devices 2 --scheduler priority --chunks 2 --warps 0 --population 4096 --repeats 3 \
+      --output "$OUT/ab.md" \
+      --section-title "A/B priority, $([ "$tree" = . ] && echo this tree || echo baseline)")
+  done
 }
 
 mid() {  # at the H200's ~10 steps/s of the larger full config, a few minutes. MID_ARGS: config
