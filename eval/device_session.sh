@@ -24,8 +24,9 @@
 # GPU. Next GPU session: "check ab profile" first (identity at the new defaults, kernels and
 # prologue; the kernels against session 13's, BASELINE = a worktree of 9e5fd8d; the
 # prologue's rows "slot ranking" / "slot tables" / "kernel inputs"), then "bench", "go_gdp"
-# (GDP's and GO's first compile with the kernels took over 40 s), "tune" (its 2,000-op sweep checks the warps rule
-# above 1,024 lanes) and "tests"; compare timings only on the same kind of card.
+# (GDP's and GO's first compile with the kernels took over 40 s), "tune" (its 2,000-op sweep
+# checks the warps rule above 1,024 lanes) and "tests"; compare timings only on the same
+# kind of card.
 #
 # Writes $OUT/log.txt (everything), $OUT/benchmarks.md (docs/benchmarks.md with the new
 # sections), $OUT/brkga_b8.md and $OUT/runs.tgz (training metrics). REGAL_RUN names a run
