@@ -19,9 +19,11 @@
 # 2026-11-26 on an H100 (session 13): "check tune bench profile" (333 s), then "tests go_gdp
 # scaling" (299 s; tests and go_gdp ran out of their limits, raised since). The tuning made the
 # kernels' defaults chunk 2 (KERNEL_CHUNK) and fewer warps (default_num_warps); since then the
-# kernels' prologue ranks only the running items (ranked_slots); session 14: scalar device free
-# times in the list kernel, each item's first firing successors in its row. All untimed on a
-# GPU. Next GPU session: "check ab profile" first (identity at the new defaults, kernels and
+# kernels' prologue ranks only the running items (ranked_slots); session 14: one
+# multi-operand reduction per decision (pallas_lexmin, a lowering rule added to Pallas'
+# Triton backend: if "check" fails to compile, look there first), scalar device free times in
+# the list kernel, each item's first firing successors in its row. All untimed on a GPU.
+# Next GPU session: "check ab profile" first (identity at the new defaults, kernels and
 # prologue; the kernels against session 13's, BASELINE = a worktree of 9e5fd8d; the
 # prologue's rows "slot ranking" / "slot tables" / "kernel inputs"), then "bench", "go_gdp"
 # (GDP's and GO's first compile with the kernels took over 40 s), "tune" (its 2,000-op sweep
@@ -60,8 +62,7 @@ check() {  # the fused Pallas kernels compiled by Triton against the loops, bit 
   local dynamic_rc=$?
   if [ $list_rc != 0 ] || [ $dynamic_rc != 0 ]; then
     echo "!!! a Pallas kernel failed or differed: 'auto' falls back to the loops for the rest"
-    sed -i 's/return (backend or jax.default_backend()) == "gpu"/return False/' \
-      gsched/costmodel/pallas_decode.py
+    sed -i 's/^    return lexmin_lowers()$/    return False/' gsched/costmodel/pallas_decode.py
     decoder_sizes=''
   fi
 }

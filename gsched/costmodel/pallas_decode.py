@@ -25,8 +25,10 @@ those are ranked (:func:`ranked_slots`): the loop's ranking sorts all ``V`` item
 * ``ready [V_p]`` (hi, lo): exact fixed-point ready times; the ``D`` devices' free times are
   scalars (hi, lo), so a step's start is scalar selects, not a reduction.
 
-A step takes the minimum word, writes its slot to the ``order`` output (a scalar store, never
-read back), reads the item's row with scalar loads (device, source device, duration, its first
+A step takes the minimum word and that lane's ready time (one
+:func:`~gsched.costmodel.pallas_lexmin.lexmin` reduction, made at the end of the previous
+step), writes its slot to the ``order`` output (a scalar store, never read back), reads the
+item's row with scalar loads (device, source device, duration, its first
 ``chunk`` firing successor slots and the range of the rest: :func:`successor_columns`),
 computes its start and end (SPEC §4), and walks its firing successors: the row's, then the
 rest ``chunk`` at a time, each compared against the lane index, the compares or-ed into one
@@ -55,6 +57,9 @@ from jax.experimental.pallas import triton as plt
 from gsched.core import fixedpoint as fp
 from gsched.core.batching import flat_batch
 from gsched.core.padding import PaddedGraph
+from gsched.costmodel.pallas_lexmin import AVAILABLE as LEXMIN_REGISTERED
+from gsched.costmodel.pallas_lexmin import lexmin
+from gsched.costmodel.pallas_lexmin import lowers as lexmin_lowers
 from gsched.costmodel.params import CostParams
 from gsched.costmodel.schedule import (
     TIME_LO_BITS,
@@ -81,8 +86,11 @@ def pallas_applies(backend: str | None = None) -> bool:
     module's for the list scheduler, :mod:`gsched.costmodel.pallas_dynamic`'s for the §8.2
     ones): on a GPU (``backend``, default JAX's default backend; a static choice). Not on a
     TPU: Mosaic TPU rejects the kernels' 1-D blocks (it tiles the last two dimensions by
-    8 × 128)."""
-    return (backend or jax.default_backend()) == "gpu"
+    8 × 128). Not where this JAX's Pallas cannot lower :func:`~gsched.costmodel.pallas_lexmin.
+    lexmin` for Triton (:func:`~gsched.costmodel.pallas_lexmin.lowers`)."""
+    if (backend or jax.default_backend()) != "gpu":
+        return False
+    return lexmin_lowers()
 
 
 class Slots(NamedTuple):
@@ -315,6 +323,10 @@ def _pallas_call(kernel, width: int, per_step: int, interpret: bool | None, num_
     backend = jax.default_backend()
     if interpret is None:
         interpret = backend == "cpu"
+    if not interpret and not LEXMIN_REGISTERED:
+        raise NotImplementedError("this JAX's Pallas Triton backend has no lowering table to "
+                                  "add the kernels' lax.reduce to; use the loop decoder or "
+                                  "interpret=True")
     if not interpret and backend == "tpu":
         raise NotImplementedError("the fused decode kernels are written for Pallas' Triton "
                                   "(GPU) backend; on a TPU use the loop decoder or "
@@ -362,21 +374,22 @@ def _list_kernel(word_ref, rows_ref, successor_ref, order_ref, tail_ref, *, num_
     """One chromosome's list schedule: ``rows [V_p, 6 + chunk]`` (device, source device,
     duration hi, lo, :func:`successor_columns` by slot) → ``order [V_p]`` (the slot taken at
     each step), ``tail`` (makespan hi, lo, steps taken, 0). The devices' free times are
-    ``2·D`` scalars: a step's start and its updates are scalar selects, not reductions."""
+    ``2·D`` scalars: a step's start and its updates are scalar selects, not reductions; the
+    one reduction of a step is :func:`~gsched.costmodel.pallas_lexmin.lexmin`'s, the next
+    minimum word with its lane's ready time."""
     vp = word_ref.shape[0]
     lane = lax.broadcasted_iota(jnp.int32, (vp,), 0)
     zeros = jnp.zeros((vp,), jnp.int32)
 
     def step(carry):
-        s, best, word, ready_hi, ready_lo, *free = carry
+        s, best, start_hi, start_lo, word, ready_hi, ready_lo, *free = carry
         free = [fp.Fixed(*free[2 * d:2 * d + 2]) for d in range(num_devices)]
         slot = best & ((1 << k) - 1)
         order_ref[s] = slot  # a scalar store, never read back
         device, source, duration_hi, duration_lo, *columns = (
             rows_ref[slot, column] for column in range(6 + chunk))
         this = lane == slot
-        start = fp.Fixed(jnp.sum(jnp.where(this, ready_hi, 0)),
-                         jnp.sum(jnp.where(this, ready_lo, 0)))  # the item's ready time
+        start = fp.Fixed(start_hi, start_lo)  # the item's ready time, then its start
         uses = [(device == d) | (source == d) for d in range(num_devices)]
         for d in range(num_devices):
             start = fp.where(uses[d], fp.maximum(start, free[d]), start)
@@ -385,14 +398,15 @@ def _list_kernel(word_ref, rows_ref, successor_ref, order_ref, tail_ref, *, num_
                                       jnp.where(this, NEVER, word),
                                       fp.Fixed(ready_hi, ready_lo))
         free = [fp.where(uses[d], end, free[d]) for d in range(num_devices)]
-        return (s + 1, jnp.min(word), word, ready.hi, ready.lo,
+        return (s + 1, *lexmin([word], [ready.hi, ready.lo]), word, ready.hi, ready.lo,
                 *(x for time in free for x in time))
 
     word = word_ref[...]
     zero = jnp.int32(0)
-    taken, _, _, _, _, *free = lax.while_loop(
+    taken, _, _, _, _, _, _, *free = lax.while_loop(
         lambda c: c[1] < (1 << k), step,
-        (zero, jnp.min(word), word, zeros, zeros, *[zero] * (2 * num_devices)))
+        (zero, *lexmin([word], [zeros, zeros]), word, zeros, zeros,
+         *[zero] * (2 * num_devices)))
     makespan = functools.reduce(fp.maximum, [fp.Fixed(*free[2 * d:2 * d + 2])
                                              for d in range(num_devices)])
     tail_ref[0] = makespan.hi

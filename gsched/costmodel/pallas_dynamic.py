@@ -10,7 +10,8 @@ and the free time of the item's stream (hi, lo), and, loaded once, the item's st
 it is a program input. A step is the loop's decision, in the same order:
 
 1. the stream to run next and its start: the lexicographic minimum of ``(max(free, ready),
-   stream)`` over known lanes (three reductions, carried from the previous step);
+   stream)`` over known lanes (one :func:`~gsched.costmodel.pallas_lexmin.lexmin` reduction,
+   carried from the previous step);
 2. the candidates, the known items of that stream with ``ready ≤ start``; the one started is
    the smallest slot (= §2 rank: ``"priority"``) or the smallest ``(ready, slot)`` with a
    program input's ready time read as −∞ (``"fifo"``);
@@ -25,7 +26,7 @@ is made of (durations, devices, in-degrees; the slots of the list kernel) and tu
 into the loop's :class:`~gsched.costmodel.dynamic.DynamicSchedule` with
 :func:`~gsched.costmodel.dynamic.timed_schedule`, as the loop's own result does: bit for bit
 the loop's results. Per step
-``O(V_p)`` work (about 30 vector operations and four or six reductions), ``O(V_p²)`` per
+``O(V_p)`` work (about 30 vector operations and two reductions), ``O(V_p²)`` per
 chromosome like the loop, but without its per-step kernel launches.
 """
 
@@ -37,6 +38,7 @@ from jax import lax
 from gsched.core import fixedpoint as fp
 from gsched.core.padding import PaddedGraph
 from gsched.costmodel.dynamic import DynamicSchedule, item_streams, timed_schedule
+from gsched.costmodel.pallas_lexmin import BIG, lexmin
 from gsched.costmodel.params import CostParams
 from gsched.costmodel.pallas_decode import (
     KERNEL_CHUNK,
@@ -56,8 +58,6 @@ from gsched.costmodel.schedule import (
     fixed_durations,
     item_devices,
 )
-
-_BIG = (1 << 31) - 1  # above every time and stream: "no lane"
 
 
 def dynamic_inputs(graph: PaddedGraph, keys: jnp.ndarray, placement: Placement,
@@ -138,19 +138,14 @@ def _dynamic_kernel(word_ref, rows_ref, successor_ref, stream_ref, input_ref, or
     is_input = input_ref[...] != 0
     zeros = jnp.zeros((vp,), jnp.int32)
 
-    def lexmin(mask, *columns):
-        """The lexicographic minimum of ``columns`` over ``mask`` (``_BIG``s if empty)."""
-        out = []
-        for column in columns:
-            least = jnp.min(jnp.where(mask, column, _BIG))
-            mask = mask & (column == least)
-            out.append(least)
-        return out
+    def masked_lexmin(mask, *columns):
+        """The lexicographic minimum of ``columns`` over ``mask`` (``BIG``s if empty)."""
+        return lexmin([jnp.where(mask, column, BIG) for column in columns])
 
     def pick(word, ready, free):
         """The next stream and its start: min (max(free, ready), stream) over known lanes."""
         earliest = fp.maximum(ready, free)
-        return lexmin(word < (1 << k), earliest.hi, earliest.lo, stream)
+        return masked_lexmin(word < (1 << k), earliest.hi, earliest.lo, stream)
 
     def step(carry):
         s, start_hi, start_lo, on, word, ready_hi, ready_lo, free_hi, free_lo, end_hi, end_lo \
@@ -160,7 +155,7 @@ def _dynamic_kernel(word_ref, rows_ref, successor_ref, stream_ref, input_ref, or
                      & ~fp.greater(fp.Fixed(ready_hi, ready_lo), start))
         keys = (jnp.where(is_input, -1, ready_hi), jnp.where(is_input, 0, ready_lo)) \
             if fifo else ()
-        best = lexmin(candidate, *keys, lane)[-1]
+        best = masked_lexmin(candidate, *keys, lane)[-1]
         order_ref[s] = best  # scalar stores, never read back
         start_hi_ref[s] = start_hi
         start_lo_ref[s] = start_lo
@@ -179,7 +174,7 @@ def _dynamic_kernel(word_ref, rows_ref, successor_ref, stream_ref, input_ref, or
     word = word_ref[...]
     none = fp.Fixed(zeros, zeros)
     zero = jnp.int32(0)
-    carry = lax.while_loop(lambda c: c[1] < _BIG, step,
+    carry = lax.while_loop(lambda c: c[1] < BIG, step,
                            (zero, *pick(word, none, none), word, zeros, zeros, zeros, zeros,
                             zero, zero))
     tail_ref[0] = carry[-2]  # the makespan: the latest end
