@@ -10,7 +10,8 @@
 # (the Pallas identity tests compiled for the GPU), profile (stage costs of one evaluation),
 # go_gdp (GDP and GO full configs), scaling (the throughput table from 100 to 10,000 ops);
 # not in the default list: ab (this tree's kernels against BASELINE's, an earlier commit's
-# tree carried along; see the function), mid (the whole mid-size Topoformer config of issue
+# tree carried along; see the function), regs (the kernels' registers and spills, ptxas -v on
+# the PTX XLA dumps), mid (the whole mid-size Topoformer config of issue
 # #15 §3, ~2,000 steps, or MID_ARGS's; its exported model comes back as
 # $OUT/topoformer_mid.tgz) and tune
 # (the kernels' chunk × warps sweeps: eval.tune_kernel, list and priority at 500 ops, list at
@@ -23,7 +24,7 @@
 # multi-operand reduction per decision (pallas_lexmin, a lowering rule added to Pallas'
 # Triton backend: if "check" fails to compile, look there first), scalar device free times in
 # the list kernel, each item's first firing successors in its row. All untimed on a GPU.
-# Next GPU session: "check ab profile" first (identity at the new defaults, kernels and
+# Next GPU session: "check ab regs profile" first (identity at the new defaults, kernels and
 # prologue; the kernels against session 13's, BASELINE = a worktree of 9e5fd8d; the
 # prologue's rows "slot ranking" / "slot tables" / "kernel inputs"), then "bench", "go_gdp"
 # (GDP's and GO's first compile with the kernels took over 40 s), "tune" (its 2,000-op sweep
@@ -152,6 +153,35 @@ ab() {  # this tree's kernels against an earlier commit's, on the same card in t
       --output "$OUT/ab.md" \
       --section-title "A/B priority, $([ "$tree" = . ] && echo this tree || echo baseline)")
   done
+}
+
+regs() {  # registers and spills per thread of the fused kernels (occupancy: 65,536 registers
+  # per SM) as XLA's own Triton compiles them: XLA dumps the PTX (the Triton kernels are in
+  # it), ptxas -v reads it; to set beside eval.kernel_registers' CPU-side estimate (pip
+  # triton). A small population: only the compiled code matters.
+  local dump=$OUT/xla_dump
+  XLA_FLAGS="--xla_dump_to=$dump" step 120 regs_compile $PY -m eval.tune_kernel --size 500 \
+    --devices 2 --chunks 2 --warps 0 --population 64 --repeats 1
+  XLA_FLAGS="--xla_dump_to=$dump/priority" step 120 regs_compile_priority $PY \
+    -m eval.tune_kernel --size 500 --devices 2 --scheduler priority --chunks 2 --warps 0 \
+    --population 64 --repeats 1
+  local ptxas
+  ptxas=$(command -v ptxas || $PY -c "import nvidia.cuda_nvcc as m, os; \
+print(os.path.join(os.path.dirname(m.__file__), 'bin', 'ptxas'))" 2>/dev/null)
+  [ -x "$ptxas" ] || ptxas=$(timeout 60 find / -name ptxas -type f 2>/dev/null | head -1)
+  echo "ptxas: ${ptxas:-none found}"
+  local f n=0 files
+  files=$(grep -l "gsched" -r "$dump" --include='*.ptx' 2>/dev/null)
+  echo "PTX files with the kernels: $(echo $files | wc -w)"
+  for f in $files; do
+    n=$((n + 1))
+    echo "--- $f"
+    [ -x "$ptxas" ] || continue
+    "$ptxas" -arch=sm_90 -v "$f" -o /dev/null > "$OUT/ptxas_$n.txt" 2>&1
+    grep -A4 "entry function '[^']*gsched" "$OUT/ptxas_$n.txt"
+  done
+  [ -n "$files" ] && tar czf "$OUT/kernels_ptx.tgz" $files
+  rm -rf "$dump"
 }
 
 mid() {  # at the H200's ~10 steps/s of the larger full config, a few minutes. MID_ARGS: config
