@@ -33,9 +33,13 @@ item's row with scalar loads (device, source device, duration, its first
 computes its start and end (SPEC §4), and walks its firing successors: the row's, then the
 rest ``chunk`` at a time, each compared against the lane index, the compares or-ed into one
 ``[V_p]`` mask, so decrementing in-degrees and raising ready times are vector selects instead
-of scatters. Most items have at most ``chunk`` firing successors (~80–90 % at 500 ops, chunk
-2), so most steps load nothing that waits for the row. Per step that is ``O(V_p)`` work plus
-``O((chunk + 5) · V_p)`` per window of entries, ``O((V_p + Q) · V_p)`` per chromosome (``Q``
+of scatters. A hit lane's ready time is set to the end, not compared with it: every item's
+predecessors use the item's device (an op's same-device producers and its incoming transfers;
+a transfer's one producer), and the end times of the items using a device grow with the step
+(each starts once the device is free), so the last hit is the latest end. Most items have at
+most ``chunk`` firing successors (~80–90 % at 500 ops, chunk 2), so most steps load nothing
+that waits for the row. Per step that is ``O(V_p)`` work plus
+``O((2·chunk + 3) · V_p)`` per window of entries, ``O((V_p + Q) · V_p)`` per chromosome (``Q``
 firing entries). So the kernel is compiled at up to three widths (``V_p``, ``V_p / 2``,
 ``V_p / 4``: :func:`lane_widths`) and a call runs the narrowest that holds every chromosome's
 running items (often about 40 % of the static bound at ``D ≥ 2``), chosen once per call by a
@@ -343,19 +347,21 @@ def _pallas_call(kernel, width: int, per_step: int, interpret: bool | None, num_
 
 
 def walk_successors(successor_ref, lane: jnp.ndarray, k: int, columns, end: fp.Fixed,
-                    word: jnp.ndarray, ready: fp.Fixed) -> tuple[jnp.ndarray, fp.Fixed]:
+                    word: jnp.ndarray, ready: fp.Fixed, *, ends_grow: bool = False
+                    ) -> tuple[jnp.ndarray, fp.Fixed]:
     """Inside a kernel: a started item's firing successor slots, from its row's
     :func:`successor_columns` (``chunk`` slots, then the range of the rest in
     ``successor_ref``, walked ``chunk`` per iteration with scalar loads), each compared against
     the lanes; hit lanes lose a dependency (``word − 2**k``) and have their ready time raised
-    to ``end``."""
+    to ``end``. ``ends_grow``: a hit lane's ready time is never above ``end``, so it is set,
+    not compared (the list kernel: :func:`_list_kernel`)."""
     *inline, first, last = columns
     chunk = len(inline)
 
     def hits(carry, targets):
         word, ready_hi, ready_lo = carry
         hit = functools.reduce(operator.or_, [lane == target for target in targets])
-        later = hit & fp.greater(end, fp.Fixed(ready_hi, ready_lo))
+        later = hit if ends_grow else hit & fp.greater(end, fp.Fixed(ready_hi, ready_lo))
         return (jnp.where(hit, word - (1 << k), word), jnp.where(later, end.hi, ready_hi),
                 jnp.where(later, end.lo, ready_lo))
 
@@ -396,7 +402,7 @@ def _list_kernel(word_ref, rows_ref, successor_ref, order_ref, tail_ref, *, num_
         end = fp.add(start, fp.Fixed(duration_hi, duration_lo), TIME_LO_BITS)
         word, ready = walk_successors(successor_ref, lane, k, columns, end,
                                       jnp.where(this, NEVER, word),
-                                      fp.Fixed(ready_hi, ready_lo))
+                                      fp.Fixed(ready_hi, ready_lo), ends_grow=True)
         free = [fp.where(uses[d], end, free[d]) for d in range(num_devices)]
         return (s + 1, *lexmin([word], [ready.hi, ready.lo]), word, ready.hi, ready.lo,
                 *(x for time in free for x in time))
