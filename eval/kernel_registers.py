@@ -89,7 +89,8 @@ def ptxas_report(ttir: str, num_warps: int, capability: int = 90) -> dict[str, i
         source = Path(tmp, "kernel.ttir")
         source.write_text(ttir)
         kernel = triton.compile(str(source), target=GPUTarget("cuda", capability, 32),
-                                options={"num_warps": num_warps})
+                                options={"num_warps": num_warps,
+                                         "enable_fp_fusion": False})  # integer kernels
         ptx = Path(tmp, "kernel.ptx")
         ptx.write_text(kernel.asm["ptx"])
         suffix = "a" if capability >= 90 else ""
