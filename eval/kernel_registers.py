@@ -39,7 +39,7 @@ from gsched.costmodel.pallas_dynamic import fused_schedule
 from gsched.costmodel.params import CostParams
 from gsched.costmodel.schedule import decode_placement
 from gsched.generators import random_computation_graph
-from gsched.harness.benchmarks import parse_int_list, section_header, write_section
+from gsched.harness.benchmarks import parse_int_list, publish_section, section_header
 from gsched.infra.progress import log
 
 REGISTERS_PER_SM, MAX_BLOCKS_PER_SM, MAX_WARPS_PER_SM, SMS_H100 = 65536, 32, 64, 132
@@ -171,11 +171,7 @@ def main(argv: Sequence[str] | None = None) -> None:
         f"comparing variants); registers per thread from `ptxas -v`; programs per SM from "
         f"65,536 registers, 32 blocks, 64 warps per SM; one chromosome per program.",
         "", *rows, ""])
-    if args.output:
-        write_section(args.output, args.section_title, body)
-        log(f"[registers] wrote section {args.section_title!r} to {args.output}")
-    else:
-        print(body)
+    publish_section(args.output, args.section_title, body, "registers")
 
 
 if __name__ == "__main__":

@@ -37,8 +37,8 @@ from gsched.generators import random_computation_graph
 from gsched.harness.benchmarks import (
     mismatches,
     parse_int_list,
+    publish_section,
     section_header,
-    write_section,
 )
 from gsched.infra.progress import log
 
@@ -139,11 +139,7 @@ def main(argv: Sequence[str] | None = None) -> None:
         "", *rows, "",
         f"Fastest: chunk {best[1][0]}, warps {best[1][1] or 'default'} ({best[0]:,.0f} evals/s).",
         ""])
-    if args.output:
-        write_section(args.output, args.section_title, body)
-        log(f"[tune] wrote section {args.section_title!r} to {args.output}")
-    else:
-        print(body)
+    publish_section(args.output, args.section_title, body, "tune")
 
 
 if __name__ == "__main__":

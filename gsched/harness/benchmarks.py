@@ -21,6 +21,8 @@ from pathlib import Path
 import jax
 import numpy as np
 
+from gsched.infra.progress import log
+
 DEFAULT_OUTPUT = Path("docs/benchmarks.md")
 FILE_HEADER = ("# Benchmarks\n\nCost-model throughput, written by `make bench` "
                "(`python -m eval.bench_cost_model`); one section per machine/backend.\n\n")
@@ -117,6 +119,16 @@ def write_section(path: Path, title: str, body: str) -> None:
         lines = lines[:start] + section + lines[end if end is not None else len(lines):]
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text("\n".join(lines).rstrip("\n") + "\n")
+
+
+def publish_section(path: Path | None, title: str, body: str, tag: str) -> None:
+    """:func:`write_section` into ``path`` (logged with ``[tag]``), or the body to stdout when
+    no path is given."""
+    if path is None:
+        print(body)
+        return
+    write_section(path, title, body)
+    log(f"[{tag}] wrote section {title!r} to {path}")
 
 
 def mismatches(want, got) -> list[str]:
