@@ -24,9 +24,10 @@
 # multi-operand reduction per decision (pallas_lexmin, a lowering rule added to Pallas'
 # Triton backend: if "check" fails to compile, look there first), scalar device free times in
 # the list kernel, each item's first firing successors in its row. All untimed on a GPU.
-# Next GPU session: "check ab regs profile" first (identity at the new defaults, kernels and
-# prologue; the kernels against session 13's, BASELINE = a worktree of 9e5fd8d; the
-# prologue's rows "slot ranking" / "slot tables" / "kernel inputs"), then "bench", "go_gdp"
+# Next GPU session: "check ab" first (identity at the new defaults, kernels and prologue; the
+# kernels against session 13's, BASELINE = a worktree of 9e5fd8d), then "regs profile" (XLA's
+# registers per kernel; the prologue's rows "slot ranking" / "slot tables" / "kernel
+# inputs"), then "bench", "go_gdp"
 # (GDP's and GO's first compile with the kernels took over 40 s), "tune" (its 2,000-op sweep
 # checks the warps rule above 1,024 lanes) and "tests"; compare timings only on the same
 # kind of card.
