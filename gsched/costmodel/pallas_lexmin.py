@@ -11,10 +11,11 @@ shuffles and one barrier per step instead of three.
 Pallas' Triton backend lowers ``reduce_max`` / ``min`` / ``sum`` and ``argmax`` / ``argmin`` but
 not the variadic ``lax.reduce``, although its own ``argmin`` is built from the same
 multi-operand ``tt.reduce``. :func:`_register` adds that rule to the backend's table (private
-JAX API: ``jax._src.pallas.triton.lowering``, the table and helper ``argmin`` uses); where this
-JAX has neither, or they no longer fit (:func:`lowers`), the "auto" decoder keeps to the loops.
-In Pallas' interpreter (CPU) ``lax.reduce`` runs as itself, so the tests check the same
-program.
+JAX API: ``jax._src.pallas.triton.lowering``, the table and helper ``argmin`` uses). The rule
+is global, so other Pallas kernels in the process may use it too: a ``lax.reduce`` over one
+axis, its init values taken as the identities XLA's contract says they are. Where this JAX
+has neither, or they no longer fit (:func:`lowers`), the "auto" decoder keeps to the loops. In
+Pallas' interpreter (CPU) ``lax.reduce`` runs as itself, so the tests check the same program.
 """
 
 from __future__ import annotations
