@@ -39,7 +39,7 @@ from gsched.costmodel.pallas_decode import (
 )
 from gsched.costmodel.pallas_dynamic import fused_inputs, fused_schedule
 from gsched.costmodel.params import CostParams
-from gsched.costmodel.schedule import decode_placement, schedule_init
+from gsched.costmodel.schedule import decode_placement, item_devices, schedule_init
 from gsched.generators import random_computation_graph
 from gsched.harness.benchmarks import parse_int_list
 from gsched.infra.progress import log
@@ -83,8 +83,10 @@ def stages(num_devices: int, chunk: int | None, base: int, scheduler: str = "lis
 
     def tables(g, keys, prm):
         def one(k):
-            return slot_tables(g, k[:base], decode_placement(g, k[:base], num_devices),
-                               num_devices, kernel_chunk)[0]
+            placement = decode_placement(g, k[:base], num_devices)
+            return slot_tables(g, k[:base], placement,
+                               item_devices(g, placement, num_devices)[2], num_devices,
+                               kernel_chunk)[0]
         return jax.vmap(one)(keys)
 
     def slots(g, keys, prm):

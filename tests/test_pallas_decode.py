@@ -294,13 +294,13 @@ def test_active_entries_are_each_items_firing_entries(d):
                 kept += len(want)
             assert kept > 0 and (successor[kept:] == -1).all()
             # The kernels' slots are that ranking restricted to the running items.
-            slots, _ = slot_tables(padded, k, placement, d, 2)
+            slots, _ = slot_tables(padded, k, placement, activation, d, 2)
             assert (np.asarray(slots.slot) == slot).all()
             assert (np.asarray(slots.item)[:runs.sum()] == item_at_rank[runs]).all()
             # Each slot's row columns: its first firing successors inline (−1 after its
             # last), then the range of the rest; together exactly its range in the table.
             for chunk in (1, 2, 3):
-                slots, _ = slot_tables(padded, k, placement, d, chunk)
+                slots, _ = slot_tables(padded, k, placement, activation, d, chunk)
                 columns = np.asarray(successor_columns(slots, chunk))
                 table = np.asarray(slots.successor)
                 for lane in range(int(slots.count)):

@@ -368,7 +368,7 @@ def evaluate_population(graph: PaddedGraph, keys: jnp.ndarray,
 def evaluate_batch(graphs: PaddedGraph, keys: jnp.ndarray, params: CostParams = CostParams(),
                    *, num_devices: int, pinned: jnp.ndarray | None = None,
                    chunk: int | None = None, scheduler: str = "list",
-             fusion: bool = False) -> Evaluation:
+                   fusion: bool = False) -> Evaluation:
     """``graphs`` with leading axis ``[B]``, ``keys [B, P, L]`` → leading axes ``[B, P]``.
 
     ``pinned``, if given, is ``[B, N]``; ``scheduler`` and ``fusion`` as in :func:`evaluate`.

@@ -61,7 +61,6 @@ from jax.experimental.pallas import triton as plt
 from gsched.core import fixedpoint as fp
 from gsched.core.batching import flat_batch
 from gsched.core.padding import PaddedGraph
-from gsched.costmodel.pallas_lexmin import AVAILABLE as LEXMIN_REGISTERED
 from gsched.costmodel.pallas_lexmin import lexmin
 from gsched.costmodel.pallas_lexmin import lowers as lexmin_lowers
 from gsched.costmodel.params import CostParams
@@ -144,13 +143,12 @@ def ranked_slots(graph: PaddedGraph, keys: jnp.ndarray, placement: Placement,
 
 
 def slot_tables(graph: PaddedGraph, keys: jnp.ndarray, placement: Placement,
-                num_devices: int, chunk: int) -> tuple[Slots, int]:
-    """The inputs both kernels share, of one chromosome (``keys``: the SPEC §2 part), and
-    ``k``, the bits of a slot (static): :func:`ranked_slots` and their
-    :func:`active_entries`."""
+                activation: jnp.ndarray, num_devices: int, chunk: int) -> tuple[Slots, int]:
+    """The inputs both kernels share, of one chromosome (``keys``: the SPEC §2 part;
+    ``activation [V]``: :func:`~gsched.costmodel.schedule.item_devices`' third), and ``k``, the
+    bits of a slot (static): :func:`ranked_slots` and their :func:`active_entries`."""
     item, slot, word, count, k = ranked_slots(graph, keys, placement, num_devices)
-    successor, first, last = active_entries(graph, placement, slot, item_devices(
-        graph, placement, num_devices)[2], num_devices)
+    successor, first, last = active_entries(graph, placement, slot, activation, num_devices)
     # ``chunk`` inert entries at the end: every window [q, q + chunk) inside the table is in
     # bounds.
     successor = jnp.pad(successor, (0, chunk), constant_values=-1)
@@ -222,8 +220,8 @@ def list_inputs(graph: PaddedGraph, keys: jnp.ndarray, placement: Placement,
     time unit, runtime bound)``; ``rows`` by slot: device, source device, duration hi, lo, then
     :func:`successor_columns`."""
     duration, unit, runtime_bound = fixed_durations(graph, placement, params, num_devices)
-    device, source, _ = item_devices(graph, placement, num_devices)
-    slots, k = slot_tables(graph, keys, placement, num_devices, chunk)
+    device, source, activation = item_devices(graph, placement, num_devices)
+    slots, k = slot_tables(graph, keys, placement, activation, num_devices, chunk)
     rows = jnp.concatenate([jnp.stack([device[slots.item], source[slots.item],
                                        duration.hi[slots.item], duration.lo[slots.item]],
                                       axis=1), successor_columns(slots, chunk)], axis=1)
@@ -327,10 +325,10 @@ def _pallas_call(kernel, width: int, per_step: int, interpret: bool | None, num_
     backend = jax.default_backend()
     if interpret is None:
         interpret = backend == "cpu"
-    if not interpret and not LEXMIN_REGISTERED:
-        raise NotImplementedError("this JAX's Pallas Triton backend has no lowering table to "
-                                  "add the kernels' lax.reduce to; use the loop decoder or "
-                                  "interpret=True")
+    if not interpret and not lexmin_lowers():
+        raise NotImplementedError("this JAX's Pallas Triton backend cannot lower the kernels' "
+                                  "lax.reduce (gsched.costmodel.pallas_lexmin); use the loop "
+                                  "decoder or interpret=True")
     if not interpret and backend == "tpu":
         raise NotImplementedError("the fused decode kernels are written for Pallas' Triton "
                                   "(GPU) backend; on a TPU use the loop decoder or "

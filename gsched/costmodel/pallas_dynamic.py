@@ -68,11 +68,12 @@ def dynamic_inputs(graph: PaddedGraph, keys: jnp.ndarray, placement: Placement,
     ``lanes``: each slot's stream and program-input flag."""
     n, d = graph.op_mask.shape[0], num_devices
     duration, unit, runtime_bound = fixed_durations(graph, placement, params, d)
-    slots, k = slot_tables(graph, keys, placement, d, chunk)
+    device, _, activation = item_devices(graph, placement, d)
+    slots, k = slot_tables(graph, keys, placement, activation, d, chunk)
     item = slots.item
     rows = jnp.concatenate([jnp.stack([duration.hi[item], duration.lo[item]], axis=1),
                             successor_columns(slots, chunk)], axis=1)
-    lanes = (item_streams(item_devices(graph, placement, d)[0], n, d)[item],
+    lanes = (item_streams(device, n, d)[item],
              first_items(graph, d)[item].astype(jnp.int32))
     return slots, k, rows, lanes, duration, unit, runtime_bound
 
