@@ -10,7 +10,8 @@
 # (the Pallas identity tests compiled for the GPU), profile (stage costs of one evaluation),
 # go_gdp (GDP and GO full configs), scaling (the throughput table from 100 to 10,000 ops);
 # not in the default list: ab (this tree's kernels against BASELINE's, an earlier commit's
-# tree carried along; see the function), regs (the kernels' registers and spills, ptxas -v on
+# tree carried along; see the function), memory (the list kernel with its lanes in memory
+# against the register kernel, 500 to 10,000 ops), regs (the kernels' registers and spills, ptxas -v on
 # the PTX XLA dumps), mid (the whole mid-size Topoformer config of issue
 # #15 §3, ~2,000 steps, or MID_ARGS's; its exported model comes back as
 # $OUT/topoformer_mid.tgz) and tune
@@ -24,8 +25,11 @@
 # multi-operand reduction per decision (pallas_lexmin, a lowering rule added to Pallas'
 # Triton backend: if "check" fails to compile, look there first), scalar device free times in
 # the list kernel, each item's first firing successors in its row. All untimed on a GPU.
-# Next GPU session: "check ab" first (identity at the new defaults, kernels and prologue; the
-# kernels against session 13's, BASELINE = a worktree of 9e5fd8d), then "regs profile" (XLA's
+# Session 15 (no GPU) added the list kernel with its lanes in memory (pallas_memory; decoder
+# "pallas_memory", never "auto" until timed): check runs it too, ab and memory time it.
+# Next GPU session: "check ab memory" first (identity at the new defaults, kernels and
+# prologue; the kernels against session 13's, BASELINE = a worktree of 9e5fd8d; the memory
+# kernel against the register one up to 10,000 ops), then "regs profile" (XLA's
 # registers per kernel; the prologue's rows "slot ranking" / "slot tables" / "kernel
 # inputs"), then "bench", "go_gdp"
 # (GDP's and GO's first compile with the kernels took over 40 s), "tune" (its 2,000-op sweep
@@ -55,9 +59,11 @@ step() {  # step SECONDS NAME COMMAND...: run with a limit; report the exit code
 
 PARTS=${*:-check bench train tests profile go_gdp scaling}
 decoder_sizes=yes
+memory_ok=yes
 
 check() {  # the fused Pallas kernels compiled by Triton against the loops, bit for bit
-  step 150 check_decoders $PY -m eval.check_decoders --sizes 500 --devices 1,2,4 --population 1024
+  step 150 check_decoders $PY -m eval.check_decoders --sizes 500 --devices 1,2,4 \
+    --population 1024 --decoders pallas
   local list_rc=$?
   step 100 check_decoders_dynamic $PY -m eval.check_decoders --sizes 500 --devices 2 \
     --population 1024 --schedulers priority,fifo
@@ -67,6 +73,10 @@ check() {  # the fused Pallas kernels compiled by Triton against the loops, bit 
     sed -i 's/^    return lexmin_lowers()$/    return False/' gsched/costmodel/pallas_decode.py
     decoder_sizes=''
   fi
+  # The list kernel with its lanes in memory (decoder "pallas_memory"; "auto" never picks it,
+  # so a failure here only skips its timings)
+  step 120 check_memory $PY -m eval.check_decoders --sizes 500,2000 --devices 1,2,4 \
+    --population 512 --decoders pallas_memory || memory_ok=''
 }
 
 bench() {  # make bench's two programs on a reduced grid, into a copy of the doc
@@ -141,19 +151,40 @@ ab() {  # this tree's kernels against an earlier commit's, on the same card in t
   # BASELINE (default baseline/, git-ignored) holds that commit's tree, made on the CPU with
   # `git worktree add baseline <commit>` and sent with the run tool's carry=["baseline"].
   # Schedule alone (eval.tune_kernel), 500 ops, D = 2, chunk 2, default warps, list and
-  # priority; baseline, this tree, baseline again (the load drifts).
+  # priority; baseline, this tree (its list kernel with the lanes in registers and in memory),
+  # baseline again (the load drifts).
   local base=${BASELINE:-baseline}
   [ -d "$base/gsched" ] || { echo "!!! ab: no tree at $base"; return 1; }
-  local tree
+  local tree states
   for tree in "$base" . "$base"; do
+    states=$([ "$tree" = . ] && [ -n "$memory_ok" ] && echo "--states registers,memory")
     (cd "$tree" && step 90 "ab_list ${tree}" $PY -m eval.tune_kernel --size 500 --devices 2 \
-      --chunks 2 --warps 0 --population 16384 --repeats 3 --output "$OUT/ab.md" \
+      --chunks 2 --warps 0 --population 16384 --repeats 3 --output "$OUT/ab.md" $states \
       --section-title "A/B list, $([ "$tree" = . ] && echo this tree || echo baseline)")
     (cd "$tree" && step 60 "ab_priority ${tree}" $PY -m eval.tune_kernel --size 500 \
       --devices 2 --scheduler priority --chunks 2 --warps 0 --population 4096 --repeats 3 \
       --output "$OUT/ab.md" \
       --section-title "A/B priority, $([ "$tree" = . ] && echo this tree || echo baseline)")
   done
+}
+
+memory() {  # the list kernel with its lanes in memory against the register kernel, schedule
+  # alone, interleaved: its knobs at 500 ops, D = 2 (one warp is its default: its vectors are
+  # ~sqrt(V_p) lanes), then the two kernels at 2,000 and 10,000 ops, where the register kernel
+  # is O(V_p^2) per chromosome and spills
+  [ -n "$memory_ok" ] || { echo "!!! memory: check_memory failed, skipped"; return 1; }
+  [ -f "$OUT/benchmarks.md" ] || cp docs/benchmarks.md "$OUT/benchmarks.md"
+  step 150 memory_500 $PY -m eval.tune_kernel --size 500 --devices 2 --states registers,memory \
+    --chunks 1,2,4 --warps 0,2 --population 16384 --repeats 3 --output "$OUT/benchmarks.md" \
+    --section-title "Fused list kernels, lanes in registers or memory, 500 ops, D = 2 — GPU"
+  step 90 memory_2000 $PY -m eval.tune_kernel --size 2000 --devices 2 \
+    --states registers,memory --chunks 2 --warps 0 --population 2048 --repeats 2 \
+    --output "$OUT/benchmarks.md" \
+    --section-title "Fused list kernels, lanes in registers or memory, 2,000 ops, D = 2 — GPU"
+  step 120 memory_10000 $PY -m eval.tune_kernel --size 10000 --devices 2 \
+    --states registers,memory --chunks 2 --warps 0 --population 512 --repeats 2 \
+    --output "$OUT/benchmarks.md" \
+    --section-title "Fused list kernels, lanes in registers or memory, 10,000 ops, D = 2 — GPU"
 }
 
 regs() {  # registers and spills per thread of the fused kernels (occupancy: 65,536 registers

@@ -9,7 +9,11 @@ registers allocated in units of 256)::
 
     pip install 'gsched[kernel-tools]'   # triton: compiler and ptxas, no GPU needed
     python -m eval.kernel_registers --size 500 --devices 2 --warps 1,2,4
-    python -m eval.kernel_registers --schedulers priority,fifo --ttir-dir /tmp/ttir
+    python -m eval.kernel_registers --kernels priority,fifo --ttir-dir /tmp/ttir
+
+Kernels: ``list``, ``priority``, ``fifo`` (the register kernels of those schedulers) and
+``list_memory`` (the list scheduler's kernel with its lanes in memory,
+:mod:`gsched.costmodel.pallas_memory`).
 
 The ``triton`` package is not the Triton inside XLA that compiles the kernels on a GPU (its
 version and passes differ): the numbers are indicative, for comparing variants of the kernels,
@@ -36,6 +40,7 @@ import numpy as np
 from gsched.core.padding import bucket_for, pad_graph, pad_keys
 from gsched.costmodel.pallas_decode import KERNEL_CHUNK
 from gsched.costmodel.pallas_dynamic import fused_schedule
+from gsched.costmodel.pallas_lexmin import lowers as lexmin_lowers
 from gsched.costmodel.params import CostParams
 from gsched.costmodel.schedule import decode_placement
 from gsched.generators import random_computation_graph
@@ -45,10 +50,16 @@ from gsched.infra.progress import log
 REGISTERS_PER_SM, MAX_BLOCKS_PER_SM, MAX_WARPS_PER_SM, SMS_H100 = 65536, 32, 64, 132
 
 
-def triton_modules(size: int, num_devices: int, scheduler: str, chunk: int
+KERNELS = {"list": ("list", "registers"), "list_memory": ("list", "memory"),
+           "priority": ("priority", "registers"), "fifo": ("fifo", "registers")}
+
+
+def triton_modules(size: int, num_devices: int, kernel: str, chunk: int
                    ) -> list[tuple[int, str]]:
-    """``(lane width, Triton IR text)`` of each kernel a population of
-    ``random_computation_graph(size, 0)`` compiles (widest first), lowered for CUDA."""
+    """``(lane width, Triton IR text)`` of each width of ``kernel`` (:data:`KERNELS`) a
+    population of ``random_computation_graph(size, 0)`` compiles (widest first), lowered for
+    CUDA."""
+    scheduler, state = KERNELS[kernel]
     from jax._src.pallas.triton import pallas_call_registration as registration
 
     graph = random_computation_graph(size, 0)
@@ -59,17 +70,19 @@ def triton_modules(size: int, num_devices: int, scheduler: str, chunk: int
     params = jax.tree.map(jnp.asarray, CostParams(latency=0.1, bandwidth=16384.0))
     modules, lower = [], registration.lowering.lower_jaxpr_to_triton_module
 
-    def capture(*args, **kwargs):
-        result = lower(*args, **kwargs)
+    def capture(jaxpr, *args, **kwargs):
+        result = lower(jaxpr, *args, **kwargs)
         text = result.module.operation.get_asm(enable_debug_info=False)
-        modules.append((int(re.search(r"tensor<(\d+)xi32>", text).group(1)), text))
+        # The width: the lanes of the kernel's first ref, ``word``.
+        modules.append((jaxpr.invars[0].aval.shape[0], text))
         return result
 
     def population(k):
         return jax.vmap(lambda c: fused_schedule(
             padded, c, decode_placement(padded, c, num_devices), params, num_devices,
-            scheduler, chunk, interpret=False))(k)
+            scheduler, chunk, interpret=False, state=state))(k)
 
+    lexmin_lowers()  # its probe kernel, lowered once per process, is not one of these
     registration.lowering.lower_jaxpr_to_triton_module = capture
     try:
         jax.jit(population).trace(keys).lower(lowering_platforms=("cuda",))
@@ -125,7 +138,8 @@ def main(argv: Sequence[str] | None = None) -> None:
                                 description=__doc__.split("\n\n")[0])
     p.add_argument("--size", type=int, default=500, help="ops of random_computation_graph")
     p.add_argument("--devices", type=int, default=2)
-    p.add_argument("--schedulers", default="list,priority,fifo")
+    p.add_argument("--kernels", default=",".join(KERNELS), help="comma-separated, of "
+                   + ", ".join(KERNELS))
     p.add_argument("--chunk", type=int, default=KERNEL_CHUNK)
     p.add_argument("--warps", type=parse_int_list, default=(1, 2, 4))
     p.add_argument("--ttir-dir", type=Path, default=None, help="also write the Triton IR here")
@@ -139,15 +153,15 @@ def main(argv: Sequence[str] | None = None) -> None:
         if args.ttir_dir is None:
             raise SystemExit("the optional 'triton' package is missing (pip install "
                              "'gsched[kernel-tools]'); give --ttir-dir to write the IR only")
-    rows = ["| scheduler | lanes | warps | registers | spills (B stored / loaded) | "
+    rows = ["| kernel | lanes | warps | registers | spills (B stored / loaded) | "
             "programs per SM | chromosomes in flight, 132 SMs |",
             "| --- | --- | --- | --- | --- | --- | --- |"]
-    for scheduler in args.schedulers.split(","):
-        modules = triton_modules(args.size, args.devices, scheduler, args.chunk)
+    for kernel in args.kernels.split(","):
+        modules = triton_modules(args.size, args.devices, kernel, args.chunk)
         for width, text in modules:
             if args.ttir_dir is not None:
                 args.ttir_dir.mkdir(parents=True, exist_ok=True)
-                path = args.ttir_dir / f"{scheduler}_{args.size}_{args.devices}_{width}.ttir"
+                path = args.ttir_dir / f"{kernel}_{args.size}_{args.devices}_{width}.ttir"
                 path.write_text(text)
                 log(f"[registers] wrote {path}")
             if triton is None:
@@ -155,10 +169,10 @@ def main(argv: Sequence[str] | None = None) -> None:
             for warps in args.warps:
                 report = ptxas_report(text, warps)
                 programs = programs_per_sm(report["registers"], warps)
-                rows.append(f"| {scheduler} | {width:,} | {warps} | {report['registers']} | "
+                rows.append(f"| {kernel} | {width:,} | {warps} | {report['registers']} | "
                             f"{report['spill_stores']} / {report['spill_loads']} | {programs} | "
                             f"{programs * SMS_H100:,} |")
-                log(f"[registers] {scheduler}, {width} lanes, {warps} warps: "
+                log(f"[registers] {kernel}, {width} lanes, {warps} warps: "
                     f"{report['registers']} registers, spills {report['spill_stores']} / "
                     f"{report['spill_loads']} B, {programs} programs per SM")
     if triton is None:

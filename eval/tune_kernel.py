@@ -1,5 +1,7 @@
-"""The fused decode kernels' two knobs, timed: successor entries per inner iteration (``chunk``)
-and Triton warps per program (``num_warps``), on one graph's population, for the list kernel or
+"""The fused decode kernels' knobs, timed: successor entries per inner iteration (``chunk``),
+Triton warps per program (``num_warps``) and, for the list scheduler, where the kernel keeps
+its lanes (``--states registers,memory``: :mod:`gsched.costmodel.pallas_decode`'s kernel or
+:mod:`gsched.costmodel.pallas_memory`'s), on one graph's population, for the list kernel or
 (``--scheduler``) the event-driven one.
 
 Times the schedule alone (placement, ``schedule_init`` or ``dynamic_init``, the kernel and its
@@ -7,12 +9,14 @@ result, as ``eval.profile_decode``'s third stage), every variant on the same key
 round by
 round so that all see the same load, and checks every variant's schedule bit for bit against
 the first one. Warps ``0`` means the kernel's default
-(:func:`~gsched.costmodel.pallas_decode.default_num_warps`). On a CPU the kernel runs in
+(:func:`~gsched.costmodel.pallas_decode.default_num_warps`; one warp for the memory kernel). On a CPU the kernel runs in
 Pallas' interpreter: correct, but its timings mean nothing for a GPU (use it to try the
 program on a small graph)::
 
     python -m eval.tune_kernel --size 500 --devices 2 --chunks 1,2,4,8 --warps 0,1,2,8 \\
         --population 16384 --output docs/benchmarks.md
+    python -m eval.tune_kernel --size 10000 --states registers,memory --chunks 2 \
+        --population 512
 """
 
 from __future__ import annotations
@@ -30,6 +34,7 @@ import numpy as np
 
 from gsched.core.padding import bucket_for, pad_graph, pad_keys
 from gsched.costmodel.pallas_decode import default_num_warps
+from gsched.costmodel.pallas_memory import MEMORY_NUM_WARPS
 from gsched.costmodel.pallas_dynamic import fused_schedule
 from gsched.costmodel.params import CostParams
 from gsched.costmodel.schedule import decode_placement
@@ -46,17 +51,24 @@ PARAMS = CostParams(latency=0.1, bandwidth=16384.0)
 
 
 def schedule_fn(num_devices: int, base: int, scheduler: str, chunk: int,
-                num_warps: int | None):
+                num_warps: int | None, state: str = "registers"):
     """``(graph, keys [P, L], params) → DynamicSchedule`` with these knobs, jitted."""
 
     def fn(graph, keys, params):
         def one(k):
             k = k[:base]
             return fused_schedule(graph, k, decode_placement(graph, k, num_devices), params,
-                                  num_devices, scheduler, chunk, num_warps=num_warps)
+                                  num_devices, scheduler, chunk, num_warps=num_warps,
+                                  state=state)
         return jax.vmap(one)(keys)
 
     return jax.jit(fn)
+
+
+def _name(variant: tuple[str, int, int]) -> str:
+    """``"lanes in registers, chunk 2, warps default"``."""
+    state, chunk, warps = variant
+    return f"lanes in {state}, chunk {chunk}, warps {warps or 'default'}"
 
 
 def _warps_rule() -> str:
@@ -71,6 +83,8 @@ def main(argv: Sequence[str] | None = None) -> None:
     p.add_argument("--size", type=int, default=500, help="ops of random_computation_graph")
     p.add_argument("--devices", type=int, default=2)
     p.add_argument("--scheduler", choices=("list", "priority", "fifo"), default="list")
+    p.add_argument("--states", default="registers",
+                   help="comma-separated: registers, memory (the list scheduler only)")
     p.add_argument("--chunks", type=parse_int_list, default=(1, 2, 4, 8))
     p.add_argument("--warps", type=parse_int_list, default=(0,),
                    help="Triton warps per program; 0: the kernel's default")
@@ -88,23 +102,25 @@ def main(argv: Sequence[str] | None = None) -> None:
     keys = jnp.asarray(pad_keys(rng.random((args.population, graph.chromosome_length(d)),
                                            np.float32), graph, bucket, d))
     params = jax.tree.map(jnp.asarray, PARAMS)
-    variants = [(c, w) for c in args.chunks for w in args.warps]
+    variants = [(s, c, w) for s in args.states.split(",") for c in args.chunks
+                for w in args.warps]
     log(f"[tune] backend {jax.default_backend()} ({jax.devices()[0].device_kind}), "
         f"{args.size} ops, D = {d}, P = {args.population}, {len(variants)} variants")
 
     fns, first_s, reference = {}, {}, None
-    for c, w in variants:
-        fns[c, w] = schedule_fn(d, bucket.chromosome_length(d), args.scheduler, c, w or None)
+    for v in variants:
+        state, c, w = v
+        fns[v] = schedule_fn(d, bucket.chromosome_length(d), args.scheduler, c, w or None,
+                             state)
         t0 = time.perf_counter()
-        out = jax.block_until_ready(fns[c, w](padded, keys, params))
-        first_s[c, w] = time.perf_counter() - t0
+        out = jax.block_until_ready(fns[v](padded, keys, params))
+        first_s[v] = time.perf_counter() - t0
         if reference is None:
             reference = out
         elif bad := mismatches(reference, out):
-            raise SystemExit(f"chunk {c}, warps {w}: the schedule differs from chunk "
-                             f"{variants[0][0]}, warps {variants[0][1]}'s: {'; '.join(bad)}")
-        log(f"[tune] chunk {c}, warps {w or 'default'}: first call {first_s[c, w]:.1f} s, "
-            "identical")
+            raise SystemExit(f"{_name(v)}: the schedule differs from {_name(variants[0])}'s: "
+                             f"{'; '.join(bad)}")
+        log(f"[tune] {_name(v)}: first call {first_s[v]:.1f} s, identical")
     times = {v: [] for v in variants}
     for r in range(args.repeats):
         for v in variants:
@@ -114,17 +130,18 @@ def main(argv: Sequence[str] | None = None) -> None:
         log(f"[tune] round {r + 1}/{args.repeats} done")
 
     steps = np.asarray(reference.schedule.num_steps)
-    rows = ["| chunk | warps | compile s | ms/call | evals/s | µs/eval |",
-            "| --- | --- | --- | --- | --- | --- |"]
+    rows = ["| lanes in | chunk | warps | compile s | ms/call | evals/s | µs/eval |",
+            "| --- | --- | --- | --- | --- | --- | --- |"]
     best = None
-    for c, w in variants:
-        median = statistics.median(times[c, w])
+    for v in variants:
+        state, c, w = v
+        median = statistics.median(times[v])
         rate = args.population / median
-        best = max(best or (0, None), (rate, (c, w)))
+        best = max(best or (0, None), (rate, v))
         warps = str(w) if w else "default"
-        rows.append(f"| {c} | {warps} | {first_s[c, w] - median:.1f} | {1e3 * median:.1f} | "
-                    f"{rate:,.0f} | {1e6 * median / args.population:.2f} |")
-        log(f"[tune] chunk {c}, warps {warps}: {1e3 * median:.1f} ms/call, {rate:,.0f} evals/s")
+        rows.append(f"| {state} | {c} | {warps} | {first_s[v] - median:.1f} | "
+                    f"{1e3 * median:.1f} | {rate:,.0f} | {1e6 * median / args.population:.2f} |")
+        log(f"[tune] {_name(v)}: {1e3 * median:.1f} ms/call, {rate:,.0f} evals/s")
     body = "\n".join([
         *section_header("eval.tune_kernel", argv), "",
         f"The {args.scheduler} schedule alone (placement, its tables, the fused kernel and its "
@@ -133,11 +150,12 @@ def main(argv: Sequence[str] | None = None) -> None:
         f"{bucket.num_tensors}/{bucket.num_edges}), D = {d}, P = {args.population} uniform "
         f"random chromosomes ({int(steps.min())}–{int(steps.max())} items scheduled each); "
         f"median of {args.repeats} interleaved rounds after one warm-up call. Every variant's "
-        f"schedule is bit for bit the first one's. *warps* default: {_warps_rule()}.",
+        f"schedule is bit for bit the first one's. *warps* default: {_warps_rule()} "
+        f"(registers), {MEMORY_NUM_WARPS} (memory).",
         *(["", "On a CPU the kernel ran in Pallas' interpreter: these timings say nothing about "
               "a GPU."] if jax.default_backend() == "cpu" else []),
         "", *rows, "",
-        f"Fastest: chunk {best[1][0]}, warps {best[1][1] or 'default'} ({best[0]:,.0f} evals/s).",
+        f"Fastest: {_name(best[1])} ({best[0]:,.0f} evals/s).",
         ""])
     publish_section(args.output, args.section_title, body, "tune")
 

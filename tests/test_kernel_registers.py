@@ -11,9 +11,9 @@ from eval import kernel_registers
 from gsched.costmodel.pallas_decode import lane_widths
 
 
-@pytest.mark.parametrize("scheduler", ["list", "priority"])
-def test_one_triton_module_per_lane_width(scheduler):
-    modules = kernel_registers.triton_modules(20, 2, scheduler, 2)
+@pytest.mark.parametrize("kernel", ["list", "list_memory", "priority"])
+def test_one_triton_module_per_lane_width(kernel):
+    modules = kernel_registers.triton_modules(20, 2, kernel, 2)
     widths = [width for width, _ in modules]
     assert widths == sorted(widths, reverse=True) and len(widths) == len(lane_widths(widths[0]))
     assert all("tt.func public @gsched_schedule" in text and "tt.reduce" in text
@@ -32,7 +32,7 @@ def test_programs_per_sm():
 
 def test_writes_the_ir_and_with_triton_the_table(tmp_path):
     out = tmp_path / "registers.md"
-    kernel_registers.main(["--size", "12", "--devices", "1", "--schedulers", "list",
+    kernel_registers.main(["--size", "12", "--devices", "1", "--kernels", "list",
                            "--warps", "2", "--ttir-dir", str(tmp_path), "--output", str(out)])
     # 12 ops, D = 1: V_p = 16 lanes, one width.
     assert [p.name for p in tmp_path.glob("*.ttir")] == ["list_12_1_16.ttir"]

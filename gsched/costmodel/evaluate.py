@@ -165,8 +165,9 @@ def _evaluate(graph: PaddedGraph, pinned, params: CostParams, keys: jnp.ndarray,
         def fused(g, pin, prm, k):
             k = jnp.asarray(k, jnp.float32)
             placement, program, root = decode(g, pin, prm, k)
-            schedule, start, end = fused_schedule(program, k[:base], placement, prm,
-                                                  num_devices, scheduler, chunk)
+            schedule, start, end = fused_schedule(
+                program, k[:base], placement, prm, num_devices, scheduler, chunk,
+                state="memory" if decoder == "pallas_memory" else "registers")
             memory = peak_memory(program, placement, schedule, prm.capacity, num_devices)
             return evaluation(g, placement, root, schedule, memory, start, end)
 
@@ -443,7 +444,7 @@ def _sharded(graph, keys, params, num_devices, mesh, axis, pinned, chunk, schedu
     return fn(graph, keys, jax.tree.map(jnp.asarray, params), pinned)
 
 
-DECODERS = ("auto", "dense", "loop", "pallas")
+DECODERS = ("auto", "dense", "loop", "pallas", "pallas_memory")
 
 
 def _use_dense(bucket, num_devices: int, scheduler: str, decoder: str) -> bool:
@@ -451,8 +452,8 @@ def _use_dense(bucket, num_devices: int, scheduler: str, decoder: str) -> bool:
     :mod:`gsched.costmodel.dense_multi` (validates ``decoder``)."""
     if decoder not in DECODERS:
         raise ValueError(f"unknown decoder {decoder!r}; expected one of {DECODERS}")
-    if decoder == "dense" and scheduler != "list":
-        raise ValueError(f"the dense decoder needs scheduler='list', got {scheduler!r}")
+    if decoder in ("dense", "pallas_memory") and scheduler != "list":
+        raise ValueError(f"the {decoder} decoder needs scheduler='list', got {scheduler!r}")
     return decoder == "dense" or (decoder == "auto" and dense_applies(
         bucket.num_ops, num_devices, scheduler, num_tensors=bucket.num_tensors))
 
@@ -461,7 +462,7 @@ def _use_pallas(decoder: str) -> bool:
     """Whether to schedule with a fused kernel (:mod:`gsched.costmodel.pallas_decode` for the
     list scheduler, :mod:`gsched.costmodel.pallas_dynamic` for the §8.2 ones; any ``D``;
     "auto" picks them on a GPU, ``pallas_applies``; interpreted on a CPU)."""
-    return decoder == "pallas" or (decoder == "auto" and pallas_applies())
+    return decoder in ("pallas", "pallas_memory") or (decoder == "auto" and pallas_applies())
 
 
 @functools.partial(jax.jit, static_argnames=_STATIC + ("decoder", "batch"))
@@ -485,8 +486,10 @@ def evaluate_with_decoder(graph: PaddedGraph, keys: jnp.ndarray,
     ``D ≥ 2``; the list scheduler, at any bucket size) or ``"pallas"``
     (:mod:`gsched.costmodel.pallas_decode` for the list scheduler,
     :mod:`gsched.costmodel.pallas_dynamic` for ``"priority"`` / ``"fifo"``; any ``D``; in
-    Pallas' interpreter on a CPU, slow there). Every decoder gives the same results; with an
-    event-driven scheduler "loop" runs :mod:`gsched.costmodel.dynamic`'s loop."""
+    Pallas' interpreter on a CPU, slow there) or ``"pallas_memory"`` (the list scheduler's
+    kernel with its lanes in memory, :mod:`gsched.costmodel.pallas_memory`). Every decoder
+    gives the same results; with an event-driven scheduler "loop" runs
+    :mod:`gsched.costmodel.dynamic`'s loop."""
     if mesh is not None:
         if batch:
             raise ValueError("a mesh shards one graph's population; batch must be False")

@@ -63,6 +63,7 @@ from gsched.core.batching import flat_batch
 from gsched.core.padding import PaddedGraph
 from gsched.costmodel.pallas_lexmin import lexmin
 from gsched.costmodel.pallas_lexmin import lowers as lexmin_lowers
+from gsched.costmodel.pallas_memory import MEMORY_NUM_WARPS, memory_list_kernel
 from gsched.costmodel.params import CostParams
 from gsched.costmodel.schedule import (
     TIME_LO_BITS,
@@ -239,18 +240,28 @@ def positions(slots: Slots, order: jnp.ndarray, taken: jnp.ndarray) -> jnp.ndarr
 
 def pallas_schedule(graph: PaddedGraph, keys: jnp.ndarray, placement: Placement,
                     params: CostParams, num_devices: int, chunk: int = KERNEL_CHUNK,
-                    interpret: bool | None = None, num_warps: int | None = None) -> Schedule:
+                    interpret: bool | None = None, num_warps: int | None = None,
+                    state: str = "registers") -> Schedule:
     """One chromosome's list schedule (no batch axis; ``jax.vmap`` makes the population the
     kernel's grid), bit for bit the loop decoder's :class:`Schedule`.
 
     ``keys``: the SPEC §2 part of the padded chromosome; ``chunk``: successor entries per inner
     iteration; ``interpret``: run the kernel in Pallas' interpreter (default: on a CPU, where
     nothing else runs it); ``num_warps``: Triton warps per program (default
-    :func:`default_num_warps` of the width run)."""
+    :func:`default_num_warps` of the width run); ``state``: where the kernel keeps its lanes,
+    ``"registers"`` (this module's kernel) or ``"memory"``
+    (:mod:`gsched.costmodel.pallas_memory`'s)."""
     slots, k, rows, unit, runtime_bound = list_inputs(graph, keys, placement, params,
                                                       num_devices, chunk)
-    run = batched_kernel(_list_kernel, 1, k, chunk, interpret, num_warps,
-                         num_devices=num_devices)
+    if state == "registers":
+        run = batched_kernel(_list_kernel, 1, k, chunk, interpret, num_warps,
+                             num_devices=num_devices)
+    elif state == "memory":
+        run = batched_kernel(memory_list_kernel, 1, k, chunk, interpret,
+                             num_warps or MEMORY_NUM_WARPS, scratch=3, num_devices=num_devices,
+                             barrier=not _interpreted(interpret), never=NEVER)
+    else:
+        raise ValueError(f"unknown kernel state {state!r}; expected 'registers' or 'memory'")
     order, tail = (x[0] for x in run(slots.word[None], rows[None], slots.successor[None],
                                      slots.count[None]))
     taken = tail[2]
@@ -284,13 +295,14 @@ def default_num_warps(width: int) -> int:
 
 @functools.cache
 def batched_kernel(kernel, per_step: int, k: int, chunk: int, interpret: bool | None,
-                   num_warps: int | None, **params):
+                   num_warps: int | None, scratch: int = 0, **params):
     """A kernel over a batch: ``(word [B, V_p], rows [B, V_p, C], successor [B, Q + chunk],
     count [B], *lanes [B, V_p])`` → ``(*per-step outputs [B, V_p], tail [B, 4])``, all int32,
     vmapped over the batch (the grid) at the narrowest of :func:`lane_widths` that holds the
     whole batch (one ``lax.switch``). ``kernel(word_ref, rows_ref, successor_ref, *lane_refs,
-    *per_step_refs, tail_ref, chunk=, k=, **params)`` schedules one chromosome at the width of
-    its refs.
+    *per_step_refs, tail_ref, *scratch_refs, chunk=, k=, **params)`` schedules one chromosome
+    at the width of its refs; ``scratch``: that many more ``[width]`` outputs the kernel uses
+    as memory, dropped.
     A :func:`~gsched.core.batching.flat_batch` function: vmapping it (over graphs, or a
     caller's own ``vmap``) merges the new axis into the batch, so the width stays one
     unbatched choice."""
@@ -301,13 +313,13 @@ def batched_kernel(kernel, per_step: int, k: int, chunk: int, interpret: bool | 
         def at_width(w):
             kw = max(1, (w - 1).bit_length())
             call = _pallas_call(functools.partial(kernel, chunk=chunk, k=kw, **params), w,
-                                per_step, interpret, num_warps or default_num_warps(w))
+                                per_step, interpret, num_warps or default_num_warps(w), scratch)
 
             def run(word, rows, successor, *lanes):
                 narrow = jnp.where(word[:, :w] == NEVER, NEVER, jnp.left_shift(
                     jnp.right_shift(word[:, :w], k), kw) | (word[:, :w] & ((1 << kw) - 1)))
                 *steps, tail = jax.vmap(call)(narrow, rows[:, :w], successor,
-                                              *(x[:, :w] for x in lanes))
+                                              *(x[:, :w] for x in lanes))[:per_step + 1]
                 return (*(jnp.pad(x, ((0, 0), (0, vp - w))) for x in steps), tail)
 
             return run
@@ -319,12 +331,17 @@ def batched_kernel(kernel, per_step: int, k: int, chunk: int, interpret: bool | 
     return flat_batch(decode)
 
 
-def _pallas_call(kernel, width: int, per_step: int, interpret: bool | None, num_warps: int):
+def _interpreted(interpret: bool | None) -> bool:
+    """Whether a kernel runs in Pallas' interpreter (``None``: on a CPU)."""
+    return jax.default_backend() == "cpu" if interpret is None else interpret
+
+
+def _pallas_call(kernel, width: int, per_step: int, interpret: bool | None, num_warps: int,
+                 scratch: int = 0):
     """The ``pallas_call`` of one chromosome at ``width`` lanes: ``per_step`` outputs
-    ``[width]`` and the tail ``[4]``, int32."""
+    ``[width]``, the tail ``[4]`` and ``scratch`` more ``[width]``, int32."""
     backend = jax.default_backend()
-    if interpret is None:
-        interpret = backend == "cpu"
+    interpret = _interpreted(interpret)
     if not interpret and not lexmin_lowers():
         raise NotImplementedError("this JAX's Pallas Triton backend cannot lower the kernels' "
                                   "lax.reduce (gsched.costmodel.pallas_lexmin); use the loop "
@@ -337,7 +354,8 @@ def _pallas_call(kernel, width: int, per_step: int, interpret: bool | None, num_
     return pl.pallas_call(
         kernel,
         out_shape=(*[jax.ShapeDtypeStruct((width,), jnp.int32)] * per_step,
-                   jax.ShapeDtypeStruct((4,), jnp.int32)),
+                   jax.ShapeDtypeStruct((4,), jnp.int32),
+                   *[jax.ShapeDtypeStruct((width,), jnp.int32)] * scratch),
         interpret=interpret,
         compiler_params=None if interpret else plt.CompilerParams(num_warps=num_warps),
         name="gsched_schedule",

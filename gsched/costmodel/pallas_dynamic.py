@@ -105,14 +105,18 @@ def pallas_dynamic_schedule(graph: PaddedGraph, keys: jnp.ndarray, placement: Pl
 
 def fused_schedule(graph: PaddedGraph, keys: jnp.ndarray, placement: Placement,
                    params: CostParams, num_devices: int, scheduler: str, chunk: int = KERNEL_CHUNK,
-                   interpret: bool | None = None, num_warps: int | None = None
-                   ) -> DynamicSchedule:
+                   interpret: bool | None = None, num_warps: int | None = None,
+                   state: str = "registers") -> DynamicSchedule:
     """The fused kernel of ``scheduler``: :func:`pallas_dynamic_schedule` for ``"priority"`` /
     ``"fifo"``, :func:`~gsched.costmodel.pallas_decode.pallas_schedule` for ``"list"`` (its
-    schedule with ``start`` / ``end`` None: the list scheduler keeps no times)."""
+    schedule with ``start`` / ``end`` None: the list scheduler keeps no times). ``state``:
+    ``"memory"`` runs the list scheduler's :mod:`gsched.costmodel.pallas_memory` kernel (the
+    list scheduler only)."""
     if scheduler == "list":
         return DynamicSchedule(pallas_schedule(graph, keys, placement, params, num_devices,
-                                               chunk, interpret, num_warps), None, None)
+                                               chunk, interpret, num_warps, state), None, None)
+    if state != "registers":
+        raise ValueError(f"the {state!r} kernel runs the list scheduler only, not {scheduler!r}")
     return pallas_dynamic_schedule(graph, keys, placement, params, num_devices, scheduler,
                                    chunk, interpret, num_warps)
 
