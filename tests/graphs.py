@@ -33,3 +33,11 @@ def with_inputs(graph, rng, fraction=0.5):
     source = np.ones(graph.num_ops, bool)
     source[graph.edge_consumer] = False
     return graph.replace(is_input=source & (rng.random(graph.num_ops) < fraction))
+
+
+def chain(n: int) -> Graph:
+    """``n`` unit ops in a chain, each passing a 4-byte tensor to the next."""
+    return make_graph(compute_cost=np.ones(n), temporary_memory=np.zeros(n),
+                      tensor_producer=np.arange(n - 1), tensor_size=np.full(n - 1, 4.0),
+                      tensor_is_control=np.zeros(n - 1, bool), edge_tensor=np.arange(n - 1),
+                      edge_consumer=np.arange(1, n))

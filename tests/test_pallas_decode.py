@@ -34,7 +34,7 @@ from gsched.costmodel.params import CostParams
 from gsched.costmodel.schedule import decode_placement, item_devices, schedule_init
 from gsched.formats import load_graph
 from gsched.generators import random_computation_graph
-from tests.graphs import SHARED_DIAMOND, assert_identical, diamond, with_inputs
+from tests.graphs import SHARED_DIAMOND, assert_identical, chain, diamond, with_inputs
 
 BUCKET = Bucket(32, 64, 64)
 # Transfers, roofline, launch overhead, a capacity some chromosomes exceed, a fusion capacity.
@@ -252,10 +252,7 @@ def test_a_chain_across_devices_runs_at_full_width():
     # transfers), more than half of the V_p = 64 slots, so only the widest kernel holds them
     # (the identity tests above run the narrower ones).
     n = 32
-    graph = make_graph(compute_cost=np.ones(n), temporary_memory=np.zeros(n),
-                       tensor_producer=np.arange(n - 1), tensor_size=np.full(n - 1, 4.0),
-                       tensor_is_control=np.zeros(n - 1, bool), edge_tensor=np.arange(n - 1),
-                       edge_consumer=np.arange(1, n))
+    graph = chain(n)
     bucket = Bucket(32, 32, 32)
     pinned = jnp.asarray(np.arange(n) % 2, jnp.int32)
     keys = tie_keys(np.random.default_rng(9), graph, 3, 2, bucket=bucket)

@@ -11,14 +11,13 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from gsched.core.graph import make_graph
 from gsched.core.padding import Bucket, batch_graphs, bucket_for, pad_graph, pad_keys
 from gsched.costmodel.evaluate import evaluate_with_decoder
 from gsched.costmodel.pallas_dynamic import fused_schedule
 from gsched.costmodel.pallas_memory import row_shape
 from gsched.costmodel.schedule import decode_placement
 from gsched.generators import random_computation_graph
-from tests.graphs import assert_identical, with_inputs
+from tests.graphs import assert_identical, chain, with_inputs
 from tests.test_pallas_decode import BUCKET, PARAMS, small_graphs, tie_keys
 
 
@@ -71,10 +70,7 @@ def test_batch_of_graphs_and_padding():
 def test_a_chain_across_devices_at_full_width():
     # Every slot of the widest kernel runs: successors in every row, rows emptied in turn.
     n = 32
-    graph = make_graph(compute_cost=np.ones(n), temporary_memory=np.zeros(n),
-                       tensor_producer=np.arange(n - 1), tensor_size=np.full(n - 1, 4.0),
-                       tensor_is_control=np.zeros(n - 1, bool), edge_tensor=np.arange(n - 1),
-                       edge_consumer=np.arange(1, n))
+    graph = chain(n)
     bucket = Bucket(32, 32, 32)
     keys = tie_keys(np.random.default_rng(9), graph, 3, 2, bucket=bucket)
     got = compare(pad_graph(graph, bucket), keys, 2,
