@@ -12,13 +12,16 @@ up to ``dense.DENSE_MAX_OPS`` ops with one device are scheduled by
 :mod:`gsched.costmodel.dense`, and up to ``dense.DENSE_MULTI_MAX_OPS`` with ``D ≥ 2`` by
 :mod:`gsched.costmodel.dense_multi`, instead of the ready-tree loop (the same results bit for
 bit, faster; chosen statically by bucket, ``D`` and backend, so still one compile per bucket;
-:func:`evaluate_with_decoder` forces either, for comparisons). §8.2's event-driven schedulers
-always use their own loop. The static keyword ``fusion``
+:func:`evaluate_with_decoder` forces either, for comparisons); there §8.2's event-driven
+schedulers use their own loop. The static keyword ``fusion``
 turns on SPEC §8.3 (chromosomes ``N`` keys longer; :mod:`gsched.costmodel.fusion` contracts each
 chromosome's graph before scheduling). SPEC §8.1's roofline parameters and §8.3's
 ``fusion_capacity`` are dynamic (``CostParams``) and apply to every scheduler.
-On a GPU the list scheduler (any ``D``) runs as one fused Pallas kernel per chromosome,
-:mod:`gsched.costmodel.pallas_decode` (same results bit for bit; ``decoder="pallas"``).
+On a GPU every scheduler (any ``D``) runs as one fused Pallas kernel per chromosome:
+:mod:`gsched.costmodel.pallas_decode` for the list scheduler, :mod:`gsched.costmodel.
+pallas_dynamic` for §8.2's (same results bit for bit; ``decoder="pallas"``); the list kernel
+with its lanes in memory (:mod:`gsched.costmodel.pallas_memory`) only when asked for
+(``decoder="pallas_memory"``) until a GPU has timed it.
 """
 
 from __future__ import annotations
