@@ -5,8 +5,8 @@ registers and makes a step ``O(V_p)`` vector work: the minimum over all lanes, a
 every lane against each successor. That is ``O(V_p²)`` per chromosome, and the state decides
 how many programs an SM holds (~126 registers per thread at 1,024 lanes: 8 programs,
 ``eval.kernel_registers``). This kernel, for the same inputs and bit for bit the same outputs,
-keeps the lanes in global memory (three outputs used as scratch, one program's rows: 12 KiB
-at 1,024 lanes, cache-resident) as ``R`` rows of ``L`` lanes (:func:`row_shape`, ``R·L =
+keeps the lanes in global memory (three outputs used as scratch: 12 KiB per program at 1,024
+lanes, cache-resident) as ``R`` rows of ``L`` lanes (:func:`row_shape`, ``R·L =
 V_p``, ``L ≈ √V_p``), and only each row's minimum in registers: ``[R]`` words with the ready
 time of the lane holding each. A step
 
@@ -29,7 +29,8 @@ same step. Per step that is ``O(R + L + Q_i·R)`` vector work instead of ``O(V_p
 of ``[R]``: one warp per program by default, and the SM's limit of 32 blocks, not registers,
 bounds the programs in flight. Steps wait on memory (the row, then the successors' words)
 instead of on wide vector work; which is faster on a given GPU is measured, not assumed
-(``eval.tune_kernel --kernels``); the "auto" decoder keeps the register kernel until then.
+(``eval.tune_kernel --states registers,memory``); the "auto" decoder keeps the register
+kernel until then.
 """
 
 from __future__ import annotations
@@ -141,4 +142,3 @@ def memory_list_kernel(word_ref, rows_ref, successor_ref, order_ref, tail_ref, s
     tail_ref[1] = makespan.lo
     tail_ref[2] = taken
     tail_ref[3] = zero
-
