@@ -6,12 +6,11 @@ its lanes (``--states registers,memory``: :mod:`gsched.costmodel.pallas_decode`'
 
 Times the schedule alone (placement, ``schedule_init`` or ``dynamic_init``, the kernel and its
 result, as ``eval.profile_decode``'s third stage), every variant on the same keys, interleaved
-round by
-round so that all see the same load, and checks every variant's schedule bit for bit against
-the first one. Warps ``0`` means the kernel's default
-(:func:`~gsched.costmodel.pallas_decode.default_num_warps`; one warp for the memory kernel). On a CPU the kernel runs in
-Pallas' interpreter: correct, but its timings mean nothing for a GPU (use it to try the
-program on a small graph)::
+round by round so that all see the same load, and checks every variant's schedule bit for bit
+against the first one. Warps ``0`` means the kernel's default
+(:func:`~gsched.costmodel.pallas_decode.default_num_warps`; one warp for the memory kernel).
+On a CPU the kernel runs in Pallas' interpreter: correct, but its timings mean nothing for a
+GPU (use it to try the program on a small graph)::
 
     python -m eval.tune_kernel --size 500 --devices 2 --chunks 1,2,4,8 --warps 0,1,2,8 \\
         --population 16384 --output docs/benchmarks.md
