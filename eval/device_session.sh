@@ -194,7 +194,7 @@ regs() {  # registers and spills per thread of the fused kernels (occupancy: 65,
   # triton). A small population: only the compiled code matters.
   local dump=$OUT/xla_dump
   XLA_FLAGS="--xla_dump_to=$dump" step 120 regs_compile $PY -m eval.tune_kernel --size 500 \
-    --devices 2 --chunks 2 --warps 0 --population 64 --repeats 1
+    --devices 2 --states registers,memory --chunks 2 --warps 0 --population 64 --repeats 1
   XLA_FLAGS="--xla_dump_to=$dump/priority" step 120 regs_compile_priority $PY \
     -m eval.tune_kernel --size 500 --devices 2 --scheduler priority --chunks 2 --warps 0 \
     --population 64 --repeats 1
