@@ -27,9 +27,9 @@
 # the list kernel, each item's first firing successors in its row. All untimed on a GPU.
 # Session 15 (no GPU) added the list kernel with its lanes in memory (pallas_memory; decoder
 # "pallas_memory", never "auto" until timed): check runs it too, ab and memory time it.
-# Next GPU session: "check ab memory" first (identity at the new defaults, kernels and
-# prologue; the kernels against session 13's, BASELINE = a worktree of 9e5fd8d; the memory
-# kernel against the register one up to 10,000 ops), then "regs profile" (XLA's
+# Next GPU session, call 1: "check ab" (identity at the new defaults, kernels and prologue;
+# the kernels against session 13's, BASELINE = a worktree of 9e5fd8d; ~7 min); call 2:
+# "memory regs profile" (the memory kernel against the register one up to 10,000 ops; XLA's
 # registers per kernel; the prologue's rows "slot ranking" / "slot tables" / "kernel
 # inputs"), then "bench", "go_gdp"
 # (GDP's and GO's first compile with the kernels took over 40 s), "tune" (its 2,000-op sweep
