@@ -24,7 +24,7 @@ import jax
 import numpy as np
 
 from gsched.core.padding import bucket_for, pad_graph, pad_keys
-from gsched.costmodel.evaluate import evaluate_with_decoder
+from gsched.costmodel.evaluate import LIST_ONLY_DECODERS, evaluate_with_decoder
 from gsched.costmodel.params import CostParams
 from gsched.generators import random_computation_graph
 from gsched.harness.benchmarks import mismatches, parse_int_list
@@ -75,8 +75,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     failed = 0
     for decoder in decoders:
         for scheduler in args.schedulers.split(","):
-            if decoder in ("dense", "pallas_memory") and scheduler != "list":
-                continue  # they schedule lists only
+            if decoder in LIST_ONLY_DECODERS and scheduler != "list":
+                continue
             for n in args.sizes:
                 for d in args.devices:
                     for fusion in (False, True):

@@ -14,7 +14,7 @@ GPU (use it to try the program on a small graph)::
 
     python -m eval.tune_kernel --size 500 --devices 2 --chunks 1,2,4,8 --warps 0,1,2,8 \\
         --population 16384 --output docs/benchmarks.md
-    python -m eval.tune_kernel --size 10000 --states registers,memory --chunks 2 \
+    python -m eval.tune_kernel --size 10000 --states registers,memory --chunks 2 \\
         --population 512
 """
 

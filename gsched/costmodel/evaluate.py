@@ -448,6 +448,7 @@ def _sharded(graph, keys, params, num_devices, mesh, axis, pinned, chunk, schedu
 
 
 DECODERS = ("auto", "dense", "loop", "pallas", "pallas_memory")
+LIST_ONLY_DECODERS = ("dense", "pallas_memory")  # they need scheduler="list"
 
 
 def _use_dense(bucket, num_devices: int, scheduler: str, decoder: str) -> bool:
@@ -455,7 +456,7 @@ def _use_dense(bucket, num_devices: int, scheduler: str, decoder: str) -> bool:
     :mod:`gsched.costmodel.dense_multi` (validates ``decoder``)."""
     if decoder not in DECODERS:
         raise ValueError(f"unknown decoder {decoder!r}; expected one of {DECODERS}")
-    if decoder in ("dense", "pallas_memory") and scheduler != "list":
+    if decoder in LIST_ONLY_DECODERS and scheduler != "list":
         raise ValueError(f"the {decoder} decoder needs scheduler='list', got {scheduler!r}")
     return decoder == "dense" or (decoder == "auto" and dense_applies(
         bucket.num_ops, num_devices, scheduler, num_tensors=bucket.num_tensors))
