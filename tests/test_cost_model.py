@@ -18,6 +18,7 @@ from gsched.costmodel.evaluate import (
     evaluate,
     evaluate_batch,
     evaluate_population,
+    evaluate_with_decoder,
     score,
 )
 from gsched.costmodel.host import evaluate_graph, evaluate_order, exact_float32_keys
@@ -237,6 +238,41 @@ def test_float64_keys_keep_their_order():
     assert evaluate_graph(graph, keys, 1)["order"][1] == ["op", 1]
     mapped = exact_float32_keys(keys)
     assert mapped[5] > mapped[6]
+
+
+@pytest.mark.parametrize("v", [1, 2, 37, 1536, 70_000])
+def test_rank_items_is_spec_2s_order(v):
+    """Priority descending, ties by index, ``first`` items before all (by index), on keys
+    with exact ties, 0, −0.0, 1 and the smallest subnormal; sizes past 2**16 items too."""
+    from gsched.costmodel.schedule import rank_items
+
+    rng = np.random.default_rng(v)
+    pool = np.array([0.0, -0.0, 1.0, 0.5, 0.25], np.float32)
+    priority = np.where(rng.random(v) < 0.3, rng.choice(pool, v),
+                        rng.random(v).astype(np.float32))
+    first = rng.random(v) < 0.1
+    rank, item_at_rank = jax.jit(rank_items)(priority, first)
+    want = np.lexsort((np.arange(v), np.where(first, 0.0, -priority.astype(np.float64)), ~first))
+    np.testing.assert_array_equal(item_at_rank, want)
+    np.testing.assert_array_equal(np.asarray(rank)[want], np.arange(v))
+
+
+@pytest.mark.parametrize("d", [1, 2])
+def test_subnormal_keys_compare_exactly(d):
+    """Keys below float32's smallest normal (1.2e-38) order like their values on every
+    decoder, as in the reference: XLA:CPU compares floats with subnormals flushed to zero."""
+    rng = np.random.default_rng(40 + d)
+    graph = random_computation_graph(30, rng)
+    pool = np.array([0.0, -0.0, 1e-45, 3e-42, 1e-40, 1e-39, 2e-38], np.float32)
+    keys = rng.choice(pool, graph.chromosome_length(d))
+    assert_matches_reference(graph, keys, d, latency=0.5, bandwidth=1e4)
+    bucket = bucket_for(graph)
+    padded = jnp.asarray(pad_keys(keys, graph, bucket, d))[None]
+    evaluations = [evaluate_with_decoder(pad_graph(graph, bucket), padded, CostParams(),
+                                         num_devices=d, decoder=decoder)
+                   for decoder in ("loop", "dense", "pallas")]
+    for other in evaluations[1:]:
+        assert_identical(evaluations[0], other)
 
 
 def test_score_ranks_feasible_before_infeasible():

@@ -76,6 +76,13 @@ def split_keys(keys: jnp.ndarray, num_ops: int, num_devices: int):
     return affinity, keys[nd: nd + num_ops], keys[nd + num_ops:].reshape(-1, num_devices)
 
 
+def key_bits(keys: jnp.ndarray) -> jnp.ndarray:
+    """int32 bit patterns of keys in [0, 1] (−0.0 folded into +0.0): ordered exactly like the
+    values, subnormal keys included. Compare these, not the floats: XLA:CPU compares floats
+    with subnormals flushed to zero (a key of 1e-40 would tie with 0), a GPU does not."""
+    return jnp.maximum(lax.bitcast_convert_type(keys.astype(jnp.float32), jnp.int32), 0)
+
+
 def decode_placement(graph: PaddedGraph, keys: jnp.ndarray, num_devices: int,
                      pinned: jnp.ndarray | None = None) -> Placement:
     """Op → device by largest affinity (first device on ties; ``pinned[j] ≥ 0`` overrides),
@@ -83,7 +90,7 @@ def decode_placement(graph: PaddedGraph, keys: jnp.ndarray, num_devices: int,
     of ``t``."""
     n = graph.op_mask.shape[0]
     affinity, _, _ = split_keys(keys, n, num_devices)
-    device = jnp.argmax(affinity, axis=1).astype(jnp.int32)
+    device = jnp.argmax(key_bits(affinity), axis=1).astype(jnp.int32)
     if pinned is not None:
         device = jnp.where(pinned >= 0, pinned, device)
     device = jnp.where(graph.op_mask, device, 0)
@@ -168,31 +175,24 @@ def rank_items(priority: jnp.ndarray,
     flagged in ``first [V]`` (program inputs, SPEC §1) come before all others, by index.
 
     Returns ``(rank [V], item_at_rank [V])``. Priorities are keys in [0, 1]: their float32
-    bit patterns, read as int32, order like the values (−0.0 is folded into +0.0 first).
-    XLA's CPU sort is several times faster on a single int32 operand than with a payload or a
-    comparator, so the (30-bit key, index) order is built from two such sorts of packed
-    ``value << b | payload`` ints (``b`` index bits): by the key's low bits and the index,
-    then by its high bits and the position in the first order. Falls back to a stable
-    argsort when ``V > 2**16`` (the packed values would not fit in 31 bits).
+    bit patterns (:func:`key_bits`) order like the values.
+    The (30-bit key, index) order is one sort of packed int64 ``key << b | index`` (``b``
+    index bits; gsched's only 64-bit values): XLA's CPU sort is several times faster on one
+    integer operand than with a payload or a comparator, and one int64 sort costs about one
+    int32 sort (docs/design.md, "The schedule in O((V + E) log V)").
     """
     v = priority.shape[0]
-    bits = lax.bitcast_convert_type(jnp.where(priority == 0, 0.0, priority).astype(
-        jnp.float32), jnp.int32)
+    bits = key_bits(priority)
     b = max(1, (v - 1).bit_length())
     # Ascending key = descending priority; keys of priorities in [0, 1] are ≤ 0x3F800000, so
     # shifting every key by one frees key 0 for the ``first`` items without reordering others.
     key = jnp.clip(0x3F800000 - bits, 0, (1 << _KEY_BITS) - 2)
     if first is not None:
         key = jnp.where(first, 0, key + 1)
-    if 2 * b > 62 - _KEY_BITS:
-        item_at_rank = jnp.argsort(key, stable=True).astype(jnp.int32)
-    else:
-        low_bits, mask = 31 - b, (1 << b) - 1
-        by_low = jnp.sort(jnp.left_shift(key & ((1 << low_bits) - 1), b)
-                          | jnp.arange(v, dtype=jnp.int32)) & mask
-        packed = (jnp.left_shift(jnp.right_shift(key[by_low], low_bits), b)
-                  | jnp.arange(v, dtype=jnp.int32))
-        item_at_rank = by_low[jnp.sort(packed) & mask]
+    with jax.enable_x64(True):
+        packed = (jnp.left_shift(key.astype(jnp.int64), b)
+                  | jnp.arange(v, dtype=jnp.int64))
+        item_at_rank = (jnp.sort(packed) & ((1 << b) - 1)).astype(jnp.int32)
     rank = jnp.zeros_like(item_at_rank).at[item_at_rank].set(jnp.arange(v, dtype=jnp.int32))
     return rank, item_at_rank
 
