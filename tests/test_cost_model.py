@@ -5,6 +5,8 @@ relative error (SPEC asks for 1e-5).
 """
 
 
+import zlib
+
 import jax
 import jax.numpy as jnp
 import numpy as np
@@ -21,7 +23,12 @@ from gsched.costmodel.evaluate import (
     evaluate_with_decoder,
     score,
 )
-from gsched.costmodel.host import evaluate_graph, evaluate_order, exact_float32_keys
+from gsched.costmodel.host import (
+    evaluate_graph,
+    evaluate_order,
+    evaluation_to_dict,
+    exact_float32_keys,
+)
 from gsched.costmodel.params import CostParams
 from gsched.generators import layered_graph, random_computation_graph
 from tests.graphs import SHARED, assert_identical, diamond
@@ -62,13 +69,18 @@ def assert_matches_reference(graph, keys, d, *, pinned=None, latency=0.0,
                          bandwidth=bandwidth, capacity=capacity)
     want = ref.decode(graph, [float(k) for k in keys], d, pinned=pinned, latency=latency,
                       bandwidth=bandwidth, capacity=capacity)
+    assert_same_as_reference(got, want)
+    return got
+
+
+def assert_same_as_reference(got, want):
+    """An evaluation as plain Python (``evaluation_to_dict``) equals the reference's."""
     assert got["placement"] == want["placement"]
     assert [tuple(item) for item in got["order"]] == list(want["order"])
     np.testing.assert_allclose(got["device_peaks"], [float(x) for x in want["device_peaks"]],
                                rtol=1e-6)
     np.testing.assert_allclose(got["runtime"], float(want["runtime"]), rtol=1e-6)
     assert got["feasible"] == want["feasible"]
-    return got
 
 
 @pytest.mark.parametrize("seed", range(6))
@@ -342,6 +354,35 @@ def test_moccasin_graphs_match_reference(name):
     rng = np.random.default_rng(16)
     for d in (1, 2):
         assert_matches_reference(graph, float32_keys(rng, graph, d), d)
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(not (SHARED / "benchmarks" / "moccasin").exists(), reason="no ../shared")
+def test_every_decoder_matches_reference_on_moccasin_graphs():
+    """Every moccasin graph up to 500 ops, D = 1, 2, 3, with latency and bandwidth: the loop,
+    the dense decodes and both list kernels (interpreted) equal the reference (17 min, 2 cores)."""
+    from gsched.formats import load_graph
+
+    for path in sorted((SHARED / "benchmarks" / "moccasin").glob("*.json")):
+        graph = load_graph(path)
+        if graph.num_ops > 500:
+            continue
+        jax.clear_caches()  # a process compiling every bucket × decoder runs out of memory
+        rng = np.random.default_rng(zlib.crc32(path.name.encode()))
+        bucket = bucket_for(graph)
+        padded = pad_graph(graph, bucket)
+        for d in (1, 2, 3):
+            keys = [float32_keys(rng, graph, d) for _ in range(2)]
+            wants = [ref.decode(graph, [float(x) for x in k], d, latency=0.5, bandwidth=1e4)
+                     for k in keys]
+            batch = jnp.asarray(np.stack([pad_keys(k, graph, bucket, d) for k in keys]))
+            for decoder in ("loop", "dense", "pallas", "pallas_memory"):
+                ev = evaluate_with_decoder(padded, batch, CostParams(latency=0.5, bandwidth=1e4),
+                                           num_devices=d, decoder=decoder)
+                for i, want in enumerate(wants):
+                    got = evaluation_to_dict(jax.tree.map(lambda x, i=i: x[i], ev), graph,
+                                             bucket, d)
+                    assert_same_as_reference(got, want)
 
 
 def test_ordered_sum_rounds_the_same_however_compiled():
