@@ -10,11 +10,11 @@ import pytest
 
 from gsched.cli import main
 from gsched.formats import load_graph
-from tests.graphs import SHARED
+from tests.graphs import MOCCASIN, SHARED
 
 REPO = Path(__file__).resolve().parents[1]
 DIAMOND = SHARED / "examples" / "diamond.pbtxt"
-VGG16 = SHARED / "benchmarks" / "moccasin" / "VGG16_256_224_224_3_test_nx.json"
+VGG16 = MOCCASIN / "VGG16_256_224_224_3_test_nx.json"
 needs_diamond = pytest.mark.skipif(not DIAMOND.is_file(), reason="shared diamond.pbtxt absent")
 
 WORKED_EXAMPLE = [  # SPEC §5: (D, keys, placement, order, device peaks); runtime is 10

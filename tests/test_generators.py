@@ -22,8 +22,8 @@ from gsched.generators import (
     split_by_topology,
     synthetic_dataset,
 )
+from tests.graphs import MOCCASIN
 
-MOCCASIN = Path(__file__).resolve().parents[2] / "shared" / "benchmarks" / "moccasin"
 LAYERED_FILES = sorted(MOCCASIN.glob("random_layered_*.json")) if MOCCASIN.is_dir() else []
 
 
