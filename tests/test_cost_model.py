@@ -242,6 +242,33 @@ def test_precision_with_tens_of_gigabytes():
             assert abs(g - float(w)) <= 1e-5 * float(w)
         assert abs(got["runtime"] - float(want["runtime_exact"])) <= 1e-5 * float(
             want["runtime_exact"])
+        # Every memory walk (the loop's, the dense decodes') sums the same integers.
+        bucket = bucket_for(graph)
+        padded, batch = pad_graph(graph, bucket), pad_keys(keys[None], graph, bucket, d)
+        peaks = [evaluate_with_decoder(padded, batch, CostParams(3.0, 1e9), num_devices=d,
+                                       decoder=decoder).device_peaks
+                 for decoder in ("loop", "dense")]
+        np.testing.assert_array_equal(peaks[0], peaks[1])
+        np.testing.assert_array_equal(peaks[0][0], got["device_peaks"])
+
+
+@pytest.mark.parametrize("lo_bits", [12, 24])
+def test_fixed_point_int64_round_trip(lo_bits):
+    rng = np.random.default_rng(17)
+    hi = np.concatenate([[0, 1, 2**31 - 1], rng.integers(0, 2**31, 61)]).astype(np.int32)
+    lo = np.concatenate([[0, 2**lo_bits - 1, 2**lo_bits - 1],
+                         rng.integers(0, 2**lo_bits, 61)]).astype(np.int32)
+
+    def round_trip(hi, lo):
+        with jax.enable_x64(True):
+            value = fp.to_int64(fp.Fixed(hi, lo), lo_bits)
+            return value, fp.from_int64(value, lo_bits)
+
+    value, back = jax.jit(round_trip)(hi, lo)
+    np.testing.assert_array_equal(np.asarray(value),
+                                  hi.astype(np.int64) * 2**lo_bits + lo.astype(np.int64))
+    np.testing.assert_array_equal(back.hi, hi)
+    np.testing.assert_array_equal(back.lo, lo)
 
 
 def test_float64_keys_keep_their_order():

@@ -176,8 +176,8 @@ def rank_items(priority: jnp.ndarray,
 
     Returns ``(rank [V], item_at_rank [V])``. Priorities are keys in [0, 1]: their float32
     bit patterns (:func:`key_bits`) order like the values. The (30-bit key, index) order is
-    one sort of packed int64 ``key << b | index`` (``b`` index bits; the only 64-bit values
-    in jitted code): XLA's CPU sort is several times faster on one integer operand than with
+    one sort of packed int64 ``key << b | index`` (``b`` index bits; 64-bit values appear only
+    here and in the memory walks): XLA's CPU sort is several times faster on one integer operand than with
     a payload or a comparator, and one int64 sort costs about one int32 sort (docs/design.md,
     "The schedule in O((V + E) log V)").
     """
