@@ -29,6 +29,7 @@ from gsched.costmodel.host import evaluate_order, evaluation_to_dict
 from gsched.costmodel.params import (
     CostParams,
     check_cost_params,
+    check_duration_range,
     check_fusion,
     check_scheduler,
     check_search_settings,
@@ -315,6 +316,8 @@ def optimize(name: str, graphs: Sequence[Graph], *, num_devices: int, budget: in
     if not graphs:
         raise ValueError("no graphs to optimize")
     cost_params = check_cost_params(**_cost_kwargs(cost_params))
+    for graph in graphs:
+        check_duration_range(graph, cost_params, num_devices)
     runner = _runner(name, tuple(sorted(options.items())))
     model = (("scheduler", scheduler), ("fusion", fusion))
     if spec.kind == "search":

@@ -31,6 +31,7 @@ from gsched.costmodel.host import (
 )
 from gsched.costmodel.params import CostParams
 from gsched.generators import layered_graph, random_computation_graph
+from gsched.methods import optimize
 from tests.graphs import MOCCASIN, assert_identical, diamond
 
 WORKED_EXAMPLE = [  # SPEC §5: (D, keys, placement, order, device peaks, runtime)
@@ -369,6 +370,89 @@ def test_bad_settings_and_oversized_graphs_are_rejected():
         evaluate_graph(diamond(), keys, 1, capacity=float("nan"))
     with pytest.raises(ValueError, match="more than the padding bucket"):
         pad_graph(random_computation_graph(40, 0), Bucket(32, 64, 64))
+
+
+@pytest.mark.parametrize("what, kwargs", [
+    ("tensor size", {"tensor_size": np.array([2.0, 1e-40, 5.0, 2.0])}),
+    ("temporary memory", {"temporary_memory": np.array([0.0, 0.0, 3e-39, 0.0])}),
+    ("compute cost", {"compute_cost": np.array([2.0, 1e-45, 4.0, 1.0])}),
+])
+def test_values_below_float32_normal_range_are_rejected(what, kwargs):
+    # XLA:CPU flushes them to zero; the reference would not.
+    with pytest.raises(ValueError, match=f"{what} .* below float32's smallest normal"):
+        evaluate_graph(diamond().replace(**kwargs), np.full(12, 0.5), 1)
+
+
+@pytest.mark.parametrize("setting", ["latency", "bandwidth", "hbm_bandwidth",
+                                     "launch_overhead"])
+def test_settings_below_float32_normal_range_are_rejected(setting):
+    with pytest.raises(ValueError, match=f"{setting} .* below float32's smallest normal"):
+        evaluate_graph(diamond(), np.full(20, 0.5), 2, **{setting: 1e-40})
+
+
+OVERFLOW = "durations may sum to .* beyond what the float32"
+
+
+@pytest.mark.parametrize("setting, value, match", [
+    ("latency", 3e38, OVERFLOW), ("launch_overhead", 2e38, OVERFLOW),
+    ("hbm_bandwidth", 2e-38, OVERFLOW), ("bandwidth", 1e-30, OVERFLOW),
+    ("bandwidth", 1e38, "size / bandwidth of a transfer is .* below float32's smallest normal"),
+    ("hbm_bandwidth", 3e38, "bytes / hbm_bandwidth of an op is .* below float32's smallest")])
+def test_durations_outside_float32_are_rejected_on_the_host(setting, value, match):
+    graph = diamond()
+    if value > 1:  # quotients that underflow: small tensors, no compute
+        graph = graph.replace(tensor_size=graph.tensor_size * 1e-20, compute_cost=np.zeros(4))
+    with pytest.raises(ValueError, match=match):
+        evaluate_graph(graph, np.full(20, 0.5), 2, **{setting: value})
+    with pytest.raises(ValueError, match=match):
+        optimize("random", [graph], num_devices=2, budget=4,
+                 cost_params=CostParams(**{setting: value}))
+
+
+@pytest.mark.parametrize("scale, size_scale, setting", [
+    (1e-27, 1e-28, {}), (0.0, 1.0, {"bandwidth": 1e30}), (1e-30, 1e-28, {"latency": 2e-37})])
+def test_tiny_durations_and_sizes_match_reference(scale, size_scale, setting):
+    # Sums below 2**-79 used to give a subnormal time unit, flushed to 0 on the CPU: garbage
+    # times, and the dense decode's packed rows then dropped items (fixedpoint.choose_unit).
+    graph = diamond()
+    graph = graph.replace(compute_cost=graph.compute_cost * scale,
+                          tensor_size=graph.tensor_size * size_scale,
+                          temporary_memory=graph.temporary_memory * size_scale)
+    keys = WORKED_EXAMPLE[2][1]
+    got = assert_matches_reference(graph, np.float32(keys), 2, capacity=0.0, **setting)
+    assert not got["feasible"] and got["runtime"] >= 0
+    bucket = bucket_for(graph)
+    padded, batch = pad_graph(graph, bucket), pad_keys(np.float32(keys)[None], graph, bucket, 2)
+    params = CostParams(**setting)
+    loop = evaluate_with_decoder(padded, batch, params, num_devices=2, decoder="loop")
+    for decoder in ("dense", "pallas", "pallas_memory"):
+        assert_identical(evaluate_with_decoder(padded, batch, params, num_devices=2,
+                                               decoder=decoder), loop)
+
+
+@pytest.mark.parametrize("scheduler, decoders", [("list", ("loop", "dense", "pallas")),
+                                                 ("priority", ("loop", "pallas"))])
+def test_durations_past_float32_give_infinite_runtime_and_the_same_order(scheduler, decoders):
+    # The jitted entry points take CostParams unchecked: a sum of durations past float32 has
+    # no time unit; the runtime is +inf and the list schedule's order (independent of times)
+    # is unchanged.
+    rng = np.random.default_rng(18)
+    graph = random_computation_graph(30, rng)
+    bucket = bucket_for(graph)
+    padded = pad_graph(graph, bucket)
+    batch = pad_keys(np.stack([float32_keys(rng, graph, 2) for _ in range(3)]), graph, bucket, 2)
+    ordinary = evaluate_with_decoder(padded, batch, CostParams(latency=1.0), num_devices=2,
+                                     decoder="loop", scheduler=scheduler)
+    for decoder in decoders:
+        ev = evaluate_with_decoder(padded, batch, CostParams(latency=3e38), num_devices=2,
+                                   decoder=decoder, scheduler=scheduler)
+        assert np.all(np.isinf(ev.runtime)) and not np.any(np.isfinite(ev.runtime_bound))
+        if scheduler == "list":
+            np.testing.assert_array_equal(ev.order, ordinary.order)
+            np.testing.assert_array_equal(ev.device_peaks, ordinary.device_peaks)
+        else:
+            ran = np.asarray(ev.start) >= 0
+            assert np.all(np.isinf(np.asarray(ev.start)[ran]))
 
 
 @pytest.mark.skipif(not MOCCASIN.exists(), reason="no ../shared")

@@ -41,16 +41,20 @@ def ordered_sum(x: jnp.ndarray) -> jnp.ndarray:
 
 
 def choose_unit(bound: jnp.ndarray, value_bits: int) -> jnp.ndarray:
-    """A power of two ``unit`` such that ``bound / unit < 2**value_bits`` (float32 scalar).
+    """A power of two ``unit`` such that ``bound / unit < 2**value_bits`` (float32 scalar),
+    never below float32's smallest normal number ``2**-126`` (a subnormal unit would be
+    flushed to zero on some backends, XLA:CPU's among them; values far below ``bound`` then
+    just round) nor above ``2**127``, which an infinite or NaN ``bound`` gets (the callers
+    flag that bound; every finite value then rounds to ~0 instead of overflowing the limbs).
 
     ``bound`` is an upper bound on every value that will be represented (e.g. the sum of all
     sizes). A zero bound gives ``unit = 1``.
     """
-    safe = jnp.maximum(bound, jnp.float32(1e-30))
+    safe = jnp.where(jnp.isnan(bound), jnp.inf, jnp.maximum(bound, jnp.float32(2.0**-126)))
     # +1 guards against log2 rounding just below an integer.
-    exponent = jnp.ceil(jnp.log2(safe)).astype(jnp.int32) + 1 - value_bits
-    unit = jnp.ldexp(jnp.float32(1.0), exponent)
-    return jnp.where(bound > 0, unit, jnp.float32(1.0))
+    exponent = jnp.clip(jnp.ceil(jnp.log2(safe)) + 1 - value_bits, -126, 127)
+    unit = jnp.ldexp(jnp.float32(1.0), exponent.astype(jnp.int32))
+    return jnp.where(bound == 0, jnp.float32(1.0), unit)
 
 
 def from_float(x: jnp.ndarray, unit: jnp.ndarray, lo_bits: int) -> Fixed:

@@ -100,6 +100,7 @@ def _check_fits(graph: Graph, bucket: Bucket) -> None:
 
 
 FLOAT32_LIMIT = 1e30  # totals beyond this would overflow the cost model's float32 sums
+FLOAT32_TINY = float(np.finfo(np.float32).tiny)  # 2**-126: below it XLA may flush to zero
 
 
 def _check_float32_range(graph: Graph) -> None:
@@ -110,6 +111,14 @@ def _check_float32_range(graph: Graph) -> None:
         if total > FLOAT32_LIMIT:
             raise ValueError(f"graph {graph.name!r}: {what} is {total:.3g}, beyond what the "
                              f"float32 cost model supports ({FLOAT32_LIMIT:.0e}); rescale units")
+    for what, values in (("tensor size", graph.tensor_size),
+                         ("temporary memory", graph.temporary_memory),
+                         ("compute cost", graph.compute_cost)):
+        tiny = np.flatnonzero((values > 0) & (values < FLOAT32_TINY))
+        if tiny.size:
+            raise ValueError(f"graph {graph.name!r}: {what} {values[tiny[0]]:.3g} (index "
+                             f"{int(tiny[0])}) is below float32's smallest normal number "
+                             f"({FLOAT32_TINY:.3g}), which XLA may flush to zero; rescale units")
 
 
 def _padded(values: np.ndarray, size: int, dtype) -> np.ndarray:

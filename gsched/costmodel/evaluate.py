@@ -140,13 +140,18 @@ def _evaluate(graph: PaddedGraph, pinned, params: CostParams, keys: jnp.ndarray,
         return placement, g, root
 
     def evaluation(g, placement, root, schedule, memory, start=None, end=None):
+        # Durations whose sum overflows float32 have no exact times (fixedpoint.choose_unit):
+        # the runtime is +inf, and so is every time of an item that runs.
+        timed = jnp.isfinite(schedule.runtime_bound)
+        if start is not None:
+            start, end = (jnp.where(timed | (x < 0), x, jnp.inf) for x in (start, end))
         return Evaluation(
             placement=jnp.where(g.op_mask, placement.device, -1),
             order=schedule.order,
             num_steps=schedule.num_steps,
             device_peaks=memory.device_peaks,
             peak_memory=memory.peak_memory,
-            runtime=schedule.runtime,
+            runtime=jnp.where(timed, schedule.runtime, jnp.inf),
             feasible=memory.feasible,
             excess=memory.excess,
             runtime_bound=schedule.runtime_bound,

@@ -15,6 +15,7 @@ from gsched.costmodel.evaluate import Evaluation, evaluate_population, order_key
 from gsched.costmodel.params import (
     CostParams,
     check_cost_params,
+    check_duration_range,
     check_fusion,
     check_scheduler,
 )
@@ -132,6 +133,7 @@ def evaluate_order(graph: Graph, op_order, placement=None, num_devices: int = 1,
     if placement.shape != (n,) or placement.min(initial=0) < 0 or \
             placement.max(initial=0) >= num_devices:
         raise ValueError(f"placement must give each of the {n} ops a device in [0, {num_devices})")
+    check_duration_range(graph, params, num_devices)
     bucket = bucket or bucket_for(graph)
     padded = pad_graph(graph, bucket)
     full_order = np.concatenate([op_order, np.arange(n, bucket.num_ops)])
@@ -174,6 +176,7 @@ def evaluate_graph(graph: Graph, keys, num_devices: int, *, latency: float = 0.0
     params = check_cost_params(latency, bandwidth, capacity, hbm_bandwidth=hbm_bandwidth,
                                launch_overhead=launch_overhead, fusion_capacity=fusion_capacity)
     keys = exact_float32_keys(validate_keys(keys, graph, num_devices, fusion))
+    check_duration_range(graph, params, num_devices)
     bucket = bucket or bucket_for(graph)
     padded = pad_graph(graph, bucket)
     pin = None

@@ -4,9 +4,9 @@ Settings come in two kinds:
 
 * **dynamic** — :class:`CostParams`: float32 arrays (``latency``, ``bandwidth``, ``capacity``,
   SPEC §8.1's ``hbm_bandwidth``, ``launch_overhead`` and §8.3's ``fusion_capacity``). They are
-  traced values, so changing them never recompiles and a sweep can ``vmap`` over them. With the defaults (``hbm_bandwidth
-  = inf``, ``launch_overhead = 0``) an op lasts exactly its ``compute_cost``: every result is
-  bit-identical to the §2–§4 model.
+  traced values, so changing them never recompiles and a sweep can ``vmap`` over them. With
+  the defaults (``hbm_bandwidth = inf``, ``launch_overhead = 0``) an op lasts exactly its
+  ``compute_cost``: every result is bit-identical to the §2–§4 model.
 * **static** — the ``scheduler`` (``"list"``, SPEC §2–§4; ``"priority"`` or ``"fifo"``, SPEC
   §8.2), ``fusion`` (SPEC §8.3: on or off) and ``num_devices``: keyword arguments of the jitted
   entry points (``gsched.costmodel.evaluate``), because they change the computation itself (a
@@ -24,6 +24,9 @@ from typing import Literal, NamedTuple
 
 import jax.numpy as jnp
 import numpy as np
+
+from gsched.core.graph import Graph
+from gsched.core.padding import FLOAT32_LIMIT, FLOAT32_TINY
 
 Objective = Literal["peak_memory", "runtime"]
 OBJECTIVES = ("peak_memory", "runtime")
@@ -90,7 +93,48 @@ def check_cost_params(latency: float = 0.0, bandwidth: float = float("inf"),
     if np.isnan(fcap) or not fcap >= 0:
         raise ValueError(f"fusion_capacity must be >= 0 (inf allowed) within float32, "
                          f"got {fusion_capacity!r}")
+    for name, given, value in (("latency", latency, lat), ("bandwidth", bandwidth, bw),
+                               ("hbm_bandwidth", hbm_bandwidth, hbm),
+                               ("launch_overhead", launch_overhead, over)):
+        if 0 < abs(float(given)) and value < FLOAT32_TINY:
+            raise ValueError(f"{name} {given!r} is below float32's smallest normal number "
+                             f"({FLOAT32_TINY:.3g}), which XLA may flush to zero; rescale units")
     return CostParams(lat, bw, cap, hbm, over, fcap)
+
+
+def check_duration_range(graph: Graph, params: CostParams, num_devices: int) -> None:
+    """Raises if the durations of ``graph``'s items under ``params`` (SPEC §4, §8.1) could sum
+    past :data:`~gsched.core.padding.FLOAT32_LIMIT`, or if a transfer's ``size / bandwidth`` or
+    an op's ``bytes / hbm_bandwidth`` that decides its duration is positive but below float32's
+    normal range (it would count as 0). The cost model's times are exact multiples of a unit
+    chosen for their sum in float32; a sum that overflows leaves no unit (the jitted model then
+    reports an infinite runtime). The sum is bounded in float64 by every op's compute and
+    memory time plus its launch overhead, and ``D − 1`` transfers of every tensor."""
+    p = [float(x) for x in params]
+    latency, bandwidth, hbm_bandwidth, launch_overhead = p[0], p[1], p[3], p[4]
+    consumers = np.bincount(graph.edge_tensor, minlength=graph.num_tensors)
+    moved = np.bincount(graph.edge_consumer, graph.tensor_size[graph.edge_tensor],
+                        graph.num_ops) + np.bincount(graph.tensor_producer, graph.tensor_size,
+                                                     graph.num_ops)  # bytes per op (§8.1)
+    with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
+        memory_time = moved / hbm_bandwidth
+        copy_time = graph.tensor_size[consumers > 0] / bandwidth
+        bound = (float(np.sum(np.maximum(graph.compute_cost, memory_time)))
+                 + graph.num_ops * launch_overhead
+                 + (num_devices - 1) * float(np.sum(latency + copy_time)))
+    if not bound <= FLOAT32_LIMIT:
+        raise ValueError(f"graph {graph.name!r}: with these cost settings its durations may sum "
+                         f"to {bound:.3g}, beyond what the float32 cost model supports "
+                         f"({FLOAT32_LIMIT:.0e}); rescale units")
+    deciding = [copy_time[latency == 0] if num_devices > 1 else np.zeros(0),
+                memory_time[(graph.compute_cost < memory_time) & (launch_overhead == 0)]]
+    for what, times in zip(("size / bandwidth of a transfer", "bytes / hbm_bandwidth of an op"),
+                           deciding):
+        tiny = times[(times > 0) & (times < FLOAT32_TINY)]
+        if tiny.size:
+            raise ValueError(f"graph {graph.name!r}: the {what} is {tiny[0]:.3g}, below "
+                             f"float32's smallest normal number ({FLOAT32_TINY:.3g}); "
+                             f"rescale units")
 
 
 def is_int(x) -> bool:

@@ -176,10 +176,10 @@ def rank_items(priority: jnp.ndarray,
 
     Returns ``(rank [V], item_at_rank [V])``. Priorities are keys in [0, 1]: their float32
     bit patterns (:func:`key_bits`) order like the values. The (30-bit key, index) order is
-    one sort of packed int64 ``key << b | index`` (``b`` index bits; 64-bit values appear only
-    here and in the memory walks): XLA's CPU sort is several times faster on one integer operand than with
-    a payload or a comparator, and one int64 sort costs about one int32 sort (docs/design.md,
-    "The schedule in O((V + E) log V)").
+    one sort of packed int64 ``key << b | index`` (``b`` index bits; 64-bit values appear
+    only here and in the memory walks): XLA's CPU sort is several times faster on one integer
+    operand than with a payload or a comparator, and one int64 sort costs about one int32 sort
+    (docs/design.md, "The schedule in O((V + E) log V)").
     """
     v = priority.shape[0]
     bits = key_bits(priority)
@@ -345,11 +345,16 @@ def entry_items(graph: PaddedGraph, num_devices: int) -> tuple[jnp.ndarray, ...]
 def fixed_durations(graph: PaddedGraph, placement: Placement, params: CostParams,
                     num_devices: int) -> tuple[fp.Fixed, jnp.ndarray, jnp.ndarray]:
     """Every item's duration (:func:`item_durations`) in exact fixed point ``[V]``, with the
-    time unit chosen for their sum and that sum (an upper bound on any schedule's runtime)."""
+    time unit chosen for their sum and that sum (an upper bound on any schedule's runtime).
+    Durations past float32 (their sum, or one of them, infinite or NaN: settings the host
+    checks reject, ``params.check_duration_range``) give a non-finite bound, which the
+    evaluation reports as an infinite runtime; their fixed-point values are then meaningless
+    but in range (0 for a non-finite one), so the schedule's structure is still exact."""
     durations = item_durations(graph, placement, params, num_devices)
     runtime_bound = fp.ordered_sum(durations)
     unit = fp.choose_unit(runtime_bound, TIME_VALUE_BITS)
-    return fp.from_float(durations, unit, TIME_LO_BITS), unit, runtime_bound
+    finite = jnp.where(jnp.isfinite(durations), durations, 0.0)
+    return fp.from_float(finite, unit, TIME_LO_BITS), unit, runtime_bound
 
 
 def item_devices(graph: PaddedGraph, placement: Placement,
