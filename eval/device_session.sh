@@ -27,6 +27,9 @@
 # the list kernel, each item's first firing successors in its row. All untimed on a GPU.
 # Session 15 (no GPU) added the list kernel with its lanes in memory (pallas_memory; decoder
 # "pallas_memory", never "auto" until timed): check runs it too, ab and memory time it.
+# Session 16 (no GPU) ranked by one int64 sort; session 17 (no GPU) made SPEC §3's memory
+# walks int64 sums (the GPU path's vmapped peak_memory: one scatter and one cumsum instead of
+# two each): both untimed on a GPU; "profile" shows them ("+ slot ranking", the memory walk).
 # Next GPU session, call 1: "check ab" (identity at the new defaults, kernels and prologue;
 # the kernels against session 13's, BASELINE = a worktree of 9e5fd8d; ~7 min); call 2:
 # "memory regs profile" (the memory kernel against the register one up to 10,000 ops; XLA's

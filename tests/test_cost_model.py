@@ -396,17 +396,30 @@ OVERFLOW = "durations may sum to .* beyond what the float32"
 @pytest.mark.parametrize("setting, value, match", [
     ("latency", 3e38, OVERFLOW), ("launch_overhead", 2e38, OVERFLOW),
     ("hbm_bandwidth", 2e-38, OVERFLOW), ("bandwidth", 1e-30, OVERFLOW),
-    ("bandwidth", 1e38, "size / bandwidth of a transfer is .* below float32's smallest normal"),
-    ("hbm_bandwidth", 3e38, "bytes / hbm_bandwidth of an op is .* below float32's smallest")])
+    ("bandwidth", 1e38, "durations may sum to .* below what the float32 cost model keeps exact"),
+    ("hbm_bandwidth", 3e38, "durations may sum to .* below what the float32 cost model keeps")])
 def test_durations_outside_float32_are_rejected_on_the_host(setting, value, match):
     graph = diamond()
-    if value > 1:  # quotients that underflow: small tensors, no compute
+    if value > 1:  # tiny durations: small tensors over a huge bandwidth, no compute
         graph = graph.replace(tensor_size=graph.tensor_size * 1e-20, compute_cost=np.zeros(4))
     with pytest.raises(ValueError, match=match):
         evaluate_graph(graph, np.full(20, 0.5), 2, **{setting: value})
     with pytest.raises(ValueError, match=match):
         optimize("random", [graph], num_devices=2, budget=4,
                  cost_params=CostParams(**{setting: value}))
+
+
+def test_totals_near_float32_floor_are_rejected_and_tiny_parts_of_larger_totals_round():
+    # Units are normal floats (>= 2**-126): totals near that floor would keep a few bits.
+    near = diamond().replace(compute_cost=np.array([3e-38, 5e-38, 2e-38, 1e-38]))
+    with pytest.raises(ValueError, match="durations may sum to .* below what the float32"):
+        evaluate_graph(near, np.full(12, 0.5), 1)
+    with pytest.raises(ValueError, match="total tensor size is .* below what the float32"):
+        pad_graph(diamond().replace(tensor_size=np.full(4, 1.4e-38)), bucket_for(diamond()))
+    # A transfer of 1e-39 beside compute of 1 rounds to 0, as in float32 arithmetic.
+    graph = diamond().replace(compute_cost=np.ones(4), tensor_size=np.full(4, 1e-30),
+                              temporary_memory=np.zeros(4))
+    assert_matches_reference(graph, np.float32(WORKED_EXAMPLE[2][1]), 2, bandwidth=1e9)
 
 
 @pytest.mark.parametrize("scale, size_scale, setting", [

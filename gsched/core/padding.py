@@ -101,20 +101,30 @@ def _check_fits(graph: Graph, bucket: Bucket) -> None:
 
 FLOAT32_LIMIT = 1e30  # totals beyond this would overflow the cost model's float32 sums
 FLOAT32_TINY = float(np.finfo(np.float32).tiny)  # 2**-126: below it XLA may flush to zero
+# Nonzero totals below this keep fewer than 26 bits in the cost model's fixed point, whose
+# units are normal floats (≥ 2**-126): rejected rather than rounded (docs/design.md, "Range").
+FIXED_POINT_FLOOR = 2.0**-100
 
 
 def _check_float32_range(graph: Graph) -> None:
     totals = {"total tensor size plus temporary memory":
               graph.tensor_size.sum() + graph.temporary_memory.max(initial=0.0),
               "total compute cost": graph.compute_cost.sum()}
+    totals["total tensor size"] = graph.tensor_size.sum()
     for what, total in totals.items():
         if total > FLOAT32_LIMIT:
             raise ValueError(f"graph {graph.name!r}: {what} is {total:.3g}, beyond what the "
                              f"float32 cost model supports ({FLOAT32_LIMIT:.0e}); rescale units")
+        if what != "total compute cost" and 0 < total < FIXED_POINT_FLOOR:
+            raise ValueError(f"graph {graph.name!r}: {what} is {total:.3g}, below what the "
+                             f"float32 cost model keeps exact ({FIXED_POINT_FLOOR:.3g}); "
+                             f"rescale units")
     for what, values in (("tensor size", graph.tensor_size),
                          ("temporary memory", graph.temporary_memory),
                          ("compute cost", graph.compute_cost)):
-        tiny = np.flatnonzero((values > 0) & (values < FLOAT32_TINY))
+        with np.errstate(under="ignore"):
+            single = values.astype(np.float32)
+        tiny = np.flatnonzero((values > 0) & (single < FLOAT32_TINY))
         if tiny.size:
             raise ValueError(f"graph {graph.name!r}: {what} {values[tiny[0]]:.3g} (index "
                              f"{int(tiny[0])}) is below float32's smallest normal number "

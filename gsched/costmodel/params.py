@@ -26,7 +26,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from gsched.core.graph import Graph
-from gsched.core.padding import FLOAT32_LIMIT, FLOAT32_TINY
+from gsched.core.padding import FIXED_POINT_FLOOR, FLOAT32_LIMIT, FLOAT32_TINY
 
 Objective = Literal["peak_memory", "runtime"]
 OBJECTIVES = ("peak_memory", "runtime")
@@ -104,12 +104,13 @@ def check_cost_params(latency: float = 0.0, bandwidth: float = float("inf"),
 
 def check_duration_range(graph: Graph, params: CostParams, num_devices: int) -> None:
     """Raises if the durations of ``graph``'s items under ``params`` (SPEC §4, §8.1) could sum
-    past :data:`~gsched.core.padding.FLOAT32_LIMIT`, or if a transfer's ``size / bandwidth`` or
-    an op's ``bytes / hbm_bandwidth`` that decides its duration is positive but below float32's
-    normal range (it would count as 0). The cost model's times are exact multiples of a unit
-    chosen for their sum in float32; a sum that overflows leaves no unit (the jitted model then
-    reports an infinite runtime). The sum is bounded in float64 by every op's compute and
-    memory time plus its launch overhead, and ``D − 1`` transfers of every tensor."""
+    past :data:`~gsched.core.padding.FLOAT32_LIMIT`, or could sum to a nonzero total below
+    :data:`~gsched.core.padding.FIXED_POINT_FLOOR`. The cost model's times are exact multiples
+    of a unit chosen for their sum in float32: a sum that overflows leaves no unit (the jitted
+    model then reports an infinite runtime), and units are normal floats, so a tiny sum would
+    keep few bits. Every chromosome runs every op, so the ops' durations bound its sum from
+    below (when they are all 0, so do its transfers'); from above, every op's duration and
+    ``D − 1`` transfers of every tensor, in float64."""
     p = [float(x) for x in params]
     latency, bandwidth, hbm_bandwidth, launch_overhead = p[0], p[1], p[3], p[4]
     consumers = np.bincount(graph.edge_tensor, minlength=graph.num_tensors)
@@ -117,24 +118,20 @@ def check_duration_range(graph: Graph, params: CostParams, num_devices: int) -> 
                         graph.num_ops) + np.bincount(graph.tensor_producer, graph.tensor_size,
                                                      graph.num_ops)  # bytes per op (§8.1)
     with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
-        memory_time = moved / hbm_bandwidth
-        copy_time = graph.tensor_size[consumers > 0] / bandwidth
-        bound = (float(np.sum(np.maximum(graph.compute_cost, memory_time)))
-                 + graph.num_ops * launch_overhead
-                 + (num_devices - 1) * float(np.sum(latency + copy_time)))
+        ops = float(np.sum(np.maximum(graph.compute_cost, moved / hbm_bandwidth)
+                           + launch_overhead))
+        copies = latency + graph.tensor_size[consumers > 0] / bandwidth if num_devices > 1 \
+            else np.zeros(0)
+    bound = ops + (num_devices - 1) * float(np.sum(copies))
     if not bound <= FLOAT32_LIMIT:
         raise ValueError(f"graph {graph.name!r}: with these cost settings its durations may sum "
                          f"to {bound:.3g}, beyond what the float32 cost model supports "
                          f"({FLOAT32_LIMIT:.0e}); rescale units")
-    deciding = [copy_time[latency == 0] if num_devices > 1 else np.zeros(0),
-                memory_time[(graph.compute_cost < memory_time) & (launch_overhead == 0)]]
-    for what, times in zip(("size / bandwidth of a transfer", "bytes / hbm_bandwidth of an op"),
-                           deciding):
-        tiny = times[(times > 0) & (times < FLOAT32_TINY)]
-        if tiny.size:
-            raise ValueError(f"graph {graph.name!r}: the {what} is {tiny[0]:.3g}, below "
-                             f"float32's smallest normal number ({FLOAT32_TINY:.3g}); "
-                             f"rescale units")
+    least = ops if ops > 0 else float(np.min(copies[copies > 0], initial=np.inf))
+    if least < FIXED_POINT_FLOOR:
+        raise ValueError(f"graph {graph.name!r}: with these cost settings its durations may sum "
+                         f"to {least:.3g}, below what the float32 cost model keeps exact "
+                         f"({FIXED_POINT_FLOOR:.3g}); rescale units")
 
 
 def is_int(x) -> bool:
