@@ -8,7 +8,7 @@ step's temporary memory, so all samples come from one difference array and one p
 device — in exact fixed point (``gsched.core.fixedpoint``), since float32 prefix sums of GB-sized
 allocations and frees would cancel catastrophically. The sums run on one int64 integer per
 value (``fp.to_int64``, under ``jax.enable_x64``) rather than on two int32 limbs with a carry:
-the same integers, half the scatters and prefix sums (1.1–1.3× the limbs' walks on the CPU).
+the same integers, half the scatters and prefix sums (1.0–1.3× the limbs' walks on the CPU).
 """
 
 from __future__ import annotations
