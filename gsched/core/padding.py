@@ -107,15 +107,15 @@ FIXED_POINT_FLOOR = 2.0**-100
 
 
 def _check_float32_range(graph: Graph) -> None:
-    totals = {"total tensor size plus temporary memory":
+    memory = {"total tensor size plus temporary memory":
               graph.tensor_size.sum() + graph.temporary_memory.max(initial=0.0),
-              "total compute cost": graph.compute_cost.sum()}
-    totals["total tensor size"] = graph.tensor_size.sum()
-    for what, total in totals.items():
+              "total tensor size": graph.tensor_size.sum()}
+    for what, total in {**memory, "total compute cost": graph.compute_cost.sum()}.items():
         if total > FLOAT32_LIMIT:
             raise ValueError(f"graph {graph.name!r}: {what} is {total:.3g}, beyond what the "
                              f"float32 cost model supports ({FLOAT32_LIMIT:.0e}); rescale units")
-        if what != "total compute cost" and 0 < total < FIXED_POINT_FLOOR:
+    for what, total in memory.items():  # times: params.check_duration_range
+        if 0 < total < FIXED_POINT_FLOOR:
             raise ValueError(f"graph {graph.name!r}: {what} is {total:.3g}, below what the "
                              f"float32 cost model keeps exact ({FIXED_POINT_FLOOR:.3g}); "
                              f"rescale units")

@@ -127,6 +127,13 @@ def multi_device_peak_memory(graph: PaddedGraph, placement: Placement, order: jn
     block = max(1, min(population, LANES // d))
     width = steps + (-steps % UNROLL)
     unit, size, temp = memory_units(graph)
+    with jax.enable_x64(True):  # per graph; the blocks read them under the same mode
+        copy = fp.to_int64(size, MEMORY_LO_BITS)  # [T], 0 for padding
+        none = jnp.zeros(1, jnp.int64)  # index V: no item
+        allocated = jnp.concatenate([jnp.zeros(n, jnp.int64).at[graph.tensor_producer].add(copy),
+                                     jnp.repeat(copy, d), none])  # [V + 1] per item
+        temporary = jnp.concatenate([fp.to_int64(temp, MEMORY_LO_BITS),
+                                     jnp.zeros(t * d, jnp.int64), none])
     lane = jnp.arange(d, dtype=jnp.int32) * block + jnp.arange(block, dtype=jnp.int32)[:, None]
     step = jnp.broadcast_to(jnp.arange(width, dtype=jnp.int32), (block, width))
     row = jnp.arange(block, dtype=jnp.int32)[:, None] * (v + 1)
@@ -144,12 +151,6 @@ def multi_device_peak_memory(graph: PaddedGraph, placement: Placement, order: jn
         item = item.T  # [W, B]
         longest = jnp.max(jnp.sum(order >= 0, axis=1))
         with jax.enable_x64(True):
-            copy = fp.to_int64(size, MEMORY_LO_BITS)  # [T], 0 for padding
-            none = jnp.zeros(1, jnp.int64)  # index V: no item
-            allocated = jnp.concatenate([jnp.zeros(n, jnp.int64).at[graph.tensor_producer].add(
-                copy), jnp.repeat(copy, d), none])  # [V + 1] per item
-            temporary = jnp.concatenate([fp.to_int64(temp, MEMORY_LO_BITS),
-                                         jnp.zeros(t * d, jnp.int64), none])
             # Frees after step ``free``, at row free + 1 (row W, after the last step, never read).
             freed = jnp.zeros((width + 1, d * block), jnp.int64).at[
                 jnp.where(resident, free + 1, width), lane[:, None, :]].add(

@@ -111,17 +111,16 @@ def check_duration_range(graph: Graph, params: CostParams, num_devices: int) -> 
     keep few bits. Every chromosome runs every op, so the ops' durations bound its sum from
     below (when they are all 0, so do its transfers'); from above, every op's duration and
     ``D − 1`` transfers of every tensor, in float64."""
-    p = [float(x) for x in params]
-    latency, bandwidth, hbm_bandwidth, launch_overhead = p[0], p[1], p[3], p[4]
-    consumers = np.bincount(graph.edge_tensor, minlength=graph.num_tensors)
-    moved = np.bincount(graph.edge_consumer, graph.tensor_size[graph.edge_tensor],
-                        graph.num_ops) + np.bincount(graph.tensor_producer, graph.tensor_size,
-                                                     graph.num_ops)  # bytes per op (§8.1)
+    size = graph.tensor_size
+    moved = (np.bincount(graph.edge_consumer, size[graph.edge_tensor], graph.num_ops)
+             + np.bincount(graph.tensor_producer, size, graph.num_ops))  # bytes per op (§8.1)
+    read = np.bincount(graph.edge_tensor, minlength=graph.num_tensors) > 0
     with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
-        ops = float(np.sum(np.maximum(graph.compute_cost, moved / hbm_bandwidth)
-                           + launch_overhead))
-        copies = latency + graph.tensor_size[consumers > 0] / bandwidth if num_devices > 1 \
-            else np.zeros(0)
+        ops = float(np.sum(np.maximum(graph.compute_cost, moved / float(params.hbm_bandwidth))
+                           + float(params.launch_overhead)))
+        # A transfer's duration, for each tensor that can move (none with one device).
+        copies = (float(params.latency) + size[read] / float(params.bandwidth)
+                  if num_devices > 1 else np.zeros(0))
     bound = ops + (num_devices - 1) * float(np.sum(copies))
     if not bound <= FLOAT32_LIMIT:
         raise ValueError(f"graph {graph.name!r}: with these cost settings its durations may sum "
