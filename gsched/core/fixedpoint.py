@@ -76,6 +76,11 @@ def add(a: Fixed, b: Fixed, lo_bits: int) -> Fixed:
     return normalize(Fixed(a.hi + b.hi, a.lo + b.lo), lo_bits)
 
 
+def subtract(a: Fixed, b: Fixed, lo_bits: int) -> Fixed:
+    """``a − b`` for normalized values (the difference normalized; it may be negative)."""
+    return normalize(Fixed(a.hi - b.hi, a.lo - b.lo), lo_bits)
+
+
 def greater(a: Fixed, b: Fixed) -> jnp.ndarray:
     """``a > b`` for normalized values."""
     return (a.hi > b.hi) | ((a.hi == b.hi) & (a.lo > b.lo))

@@ -20,8 +20,9 @@ chromosome's graph before scheduling). SPEC §8.1's roofline parameters and §8.
 On a GPU every scheduler (any ``D``) runs as one fused Pallas kernel per chromosome:
 :mod:`gsched.costmodel.pallas_decode` for the list scheduler, :mod:`gsched.costmodel.
 pallas_dynamic` for §8.2's (same results bit for bit; ``decoder="pallas"``); the list kernel
-with its lanes in memory (:mod:`gsched.costmodel.pallas_memory`) only when asked for
-(``decoder="pallas_memory"``) until a GPU has timed it.
+with its lanes in memory (:mod:`gsched.costmodel.pallas_memory`), and that kernel with SPEC §3's
+memory accounted inside it (:mod:`gsched.costmodel.pallas_peaks`), only when asked for
+(``decoder="pallas_memory"`` / ``"pallas_fused"``) until a GPU has timed them.
 """
 
 from __future__ import annotations
@@ -54,7 +55,11 @@ from gsched.costmodel.memory import (
     peak_memory,
     single_device_peak_memory,
 )
-from gsched.costmodel.pallas_decode import KERNEL_CHUNK, pallas_applies
+from gsched.costmodel.pallas_decode import (
+    KERNEL_CHUNK,
+    pallas_applies,
+    pallas_schedule_and_memory,
+)
 from gsched.costmodel.pallas_dynamic import fused_schedule
 from gsched.costmodel.params import (
     OBJECTIVES,
@@ -173,6 +178,10 @@ def _evaluate(graph: PaddedGraph, pinned, params: CostParams, keys: jnp.ndarray,
         def fused(g, pin, prm, k):
             k = jnp.asarray(k, jnp.float32)
             placement, program, root = decode(g, pin, prm, k)
+            if decoder == "pallas_fused":  # the memory accounted in the kernel
+                schedule, memory = pallas_schedule_and_memory(program, k[:base], placement, prm,
+                                                              num_devices, chunk)
+                return evaluation(g, placement, root, schedule, memory)
             schedule, start, end = fused_schedule(
                 program, k[:base], placement, prm, num_devices, scheduler, chunk,
                 state="memory" if decoder == "pallas_memory" else "registers")
@@ -452,8 +461,8 @@ def _sharded(graph, keys, params, num_devices, mesh, axis, pinned, chunk, schedu
     return fn(graph, keys, jax.tree.map(jnp.asarray, params), pinned)
 
 
-DECODERS = ("auto", "dense", "loop", "pallas", "pallas_memory")
-LIST_ONLY_DECODERS = ("dense", "pallas_memory")  # they need scheduler="list"
+DECODERS = ("auto", "dense", "loop", "pallas", "pallas_memory", "pallas_fused")
+LIST_ONLY_DECODERS = ("dense", "pallas_memory", "pallas_fused")  # they need scheduler="list"
 
 
 def _use_dense(bucket, num_devices: int, scheduler: str, decoder: str) -> bool:
@@ -471,7 +480,7 @@ def _use_pallas(decoder: str) -> bool:
     """Whether to schedule with a fused kernel (:mod:`gsched.costmodel.pallas_decode` for the
     list scheduler, :mod:`gsched.costmodel.pallas_dynamic` for the §8.2 ones; any ``D``;
     "auto" picks them on a GPU, ``pallas_applies``; interpreted on a CPU)."""
-    return decoder in ("pallas", "pallas_memory") or (decoder == "auto" and pallas_applies())
+    return decoder.startswith("pallas") or (decoder == "auto" and pallas_applies())
 
 
 @functools.partial(jax.jit, static_argnames=_STATIC + ("decoder", "batch"))
@@ -495,8 +504,10 @@ def evaluate_with_decoder(graph: PaddedGraph, keys: jnp.ndarray,
     ``D ≥ 2``; the list scheduler, at any bucket size) or ``"pallas"``
     (:mod:`gsched.costmodel.pallas_decode` for the list scheduler,
     :mod:`gsched.costmodel.pallas_dynamic` for ``"priority"`` / ``"fifo"``; any ``D``; in
-    Pallas' interpreter on a CPU, slow there) or ``"pallas_memory"`` (the list scheduler's
-    kernel with its lanes in memory, :mod:`gsched.costmodel.pallas_memory`). Every decoder
+    Pallas' interpreter on a CPU, slow there), ``"pallas_memory"`` (the list scheduler's
+    kernel with its lanes in memory, :mod:`gsched.costmodel.pallas_memory`) or
+    ``"pallas_fused"`` (that kernel accounting SPEC §3's memory as it schedules, instead of
+    a walk after it: :mod:`gsched.costmodel.pallas_peaks`). Every decoder
     gives the same results; with an event-driven scheduler "loop" runs
     :mod:`gsched.costmodel.dynamic`'s loop."""
     if mesh is not None:

@@ -77,7 +77,7 @@ def peak_memory(graph: PaddedGraph, placement: Placement, schedule: Schedule,
                                      jnp.zeros(1, jnp.int64)])[step_op]
         usage = jnp.cumsum(diff[:-1].reshape(d, width), axis=1)[:, :steps] + step_temp[None, :]
         peaks = fp.from_int64(jnp.max(jnp.where(sampled, usage, 0), axis=1), MEMORY_LO_BITS)
-    return _profile(peaks, unit, capacity)
+    return memory_profile(peaks, unit, capacity)
 
 
 def _intervals(graph: PaddedGraph, placement: Placement, position: jnp.ndarray):
@@ -176,7 +176,8 @@ def multi_device_peak_memory(graph: PaddedGraph, placement: Placement, order: jn
     xs = (in_blocks(placement.device, 0, block), in_blocks(placement.transfer_exists, False, block),
           in_blocks(jnp.pad(order, ((0, 0), (0, width - steps)), constant_values=-1), -1, block))
     peak_hi, peak_lo = (x.reshape(-1, d)[:population] for x in lax.map(one_block, xs))
-    return jax.vmap(_profile, in_axes=(0, None, None))(fp.Fixed(peak_hi, peak_lo), unit, capacity)
+    return jax.vmap(memory_profile, in_axes=(0, None, None))(fp.Fixed(peak_hi, peak_lo), unit,
+                                                             capacity)
 
 
 def single_device_peak_memory(graph: PaddedGraph, order: jnp.ndarray, op_position: jnp.ndarray,
@@ -216,12 +217,13 @@ def single_device_peak_memory(graph: PaddedGraph, order: jnp.ndarray, op_positio
         freed = freed[:-1].reshape(population, steps + 1)[:, :steps]
         usage = jnp.cumsum(outputs[step_op] - freed, axis=1) + temporary[step_op]  # [P, S]
         peaks = fp.from_int64(jnp.max(jnp.where(scheduled, usage, 0), axis=1), MEMORY_LO_BITS)
-    return jax.vmap(_profile, in_axes=(0, None, None))(
+    return jax.vmap(memory_profile, in_axes=(0, None, None))(
         fp.Fixed(peaks.hi[:, None], peaks.lo[:, None]), unit, capacity)
 
 
-def _profile(peaks: fp.Fixed, unit: jnp.ndarray, capacity: jnp.ndarray) -> MemoryProfile:
-    """The profile from exact per-device peaks ``[D]``."""
+def memory_profile(peaks: fp.Fixed, unit: jnp.ndarray, capacity: jnp.ndarray) -> MemoryProfile:
+    """The profile from exact per-device peaks ``[D]`` in the graph's memory unit
+    (:func:`memory_units`, limbs of :data:`MEMORY_LO_BITS` bits)."""
     device_peaks = fp.to_float(peaks, unit, MEMORY_LO_BITS)
     capacity = jnp.asarray(capacity, jnp.float32)
     bounded = capacity / unit < 2.0 ** (MEMORY_VALUE_BITS + 1)

@@ -63,7 +63,9 @@ from gsched.core.batching import flat_batch
 from gsched.core.padding import PaddedGraph
 from gsched.costmodel.pallas_lexmin import lexmin
 from gsched.costmodel.pallas_lexmin import lowers as lexmin_lowers
+from gsched.costmodel.memory import MemoryProfile, memory_profile
 from gsched.costmodel.pallas_memory import MEMORY_NUM_WARPS, memory_list_kernel
+from gsched.costmodel.pallas_peaks import peak_offsets, peak_tables
 from gsched.costmodel.params import CostParams
 from gsched.costmodel.schedule import (
     TIME_LO_BITS,
@@ -72,6 +74,7 @@ from gsched.costmodel.schedule import (
     entry_items,
     first_items,
     fixed_durations,
+    inline_columns,
     item_devices,
     item_priorities,
     op_indegrees,
@@ -161,10 +164,8 @@ def successor_columns(slots: Slots, chunk: int) -> jnp.ndarray:
     ``chunk`` firing successor slots (−1 past the item's last), then the range of the rest
     (``first + chunk``, ``last``; empty for most items). A step reads them with the item's
     other row columns, so an item with at most ``chunk`` firing entries walks them without a
-    load that waits for its range."""
-    window = slots.first[:, None] + jnp.arange(chunk, dtype=jnp.int32)
-    inline = jnp.where(window < slots.last[:, None], slots.successor[window], -1)
-    return jnp.concatenate([inline, (slots.first + chunk)[:, None], slots.last[:, None]], axis=1)
+    load that waits for its range (:func:`~gsched.costmodel.schedule.inline_columns`)."""
+    return inline_columns(slots.successor, slots.first, slots.last, chunk)
 
 
 def active_entries(graph: PaddedGraph, placement: Placement, slot: jnp.ndarray,
@@ -251,23 +252,57 @@ def pallas_schedule(graph: PaddedGraph, keys: jnp.ndarray, placement: Placement,
     :func:`default_num_warps` of the width run); ``state``: where the kernel keeps its lanes,
     ``"registers"`` (this module's kernel) or ``"memory"``
     (:mod:`gsched.costmodel.pallas_memory`'s)."""
+    if state not in ("registers", "memory"):
+        raise ValueError(f"unknown kernel state {state!r}; expected 'registers' or 'memory'")
+    return _list_schedule(graph, keys, placement, params, num_devices, chunk, interpret,
+                          num_warps, state)[0]
+
+
+def pallas_schedule_and_memory(graph: PaddedGraph, keys: jnp.ndarray, placement: Placement,
+                               params: CostParams, num_devices: int, chunk: int = KERNEL_CHUNK,
+                               interpret: bool | None = None, num_warps: int | None = None
+                               ) -> tuple[Schedule, MemoryProfile]:
+    """:func:`pallas_schedule` with the lanes in memory, the kernel also accounting SPEC §3's
+    memory as it schedules (:mod:`gsched.costmodel.pallas_peaks`): the schedule and its
+    :class:`~gsched.costmodel.memory.MemoryProfile`, bit for bit :func:`pallas_schedule`'s and
+    :func:`~gsched.costmodel.memory.peak_memory`'s."""
+    return _list_schedule(graph, keys, placement, params, num_devices, chunk, interpret,
+                          num_warps, "memory", peaks=True)
+
+
+def _list_schedule(graph: PaddedGraph, keys: jnp.ndarray, placement: Placement,
+                   params: CostParams, num_devices: int, chunk: int, interpret: bool | None,
+                   num_warps: int | None, state: str, peaks: bool = False):
+    """``(schedule, memory profile or None)`` of the list kernel at ``state`` (with ``peaks``,
+    the memory kernel accounting as it schedules)."""
     slots, k, rows, unit, runtime_bound = list_inputs(graph, keys, placement, params,
                                                       num_devices, chunk)
+    table, memory = slots.successor, {}
+    if peaks:
+        columns, peak_table, memory_unit = peak_tables(graph, placement, slots.item,
+                                                       num_devices, chunk)
+        at = peak_offsets(table.shape[0], graph.edge_mask.shape[0], graph.tensor_mask.shape[0],
+                          num_devices, chunk)
+        rows, table = (jnp.concatenate(x, axis=-1) for x in ((rows, columns),
+                                                              (table, peak_table)))
+        memory = dict(tail=4 + 2 * num_devices, fixed_scratch=(at.num_counts,), peaks=at)
     if state == "registers":
         run = batched_kernel(_list_kernel, 1, k, chunk, interpret, num_warps,
                              num_devices=num_devices)
-    elif state == "memory":
+    else:
         run = batched_kernel(memory_list_kernel, 1, k, chunk, interpret,
                              num_warps or MEMORY_NUM_WARPS, scratch=3, num_devices=num_devices,
-                             barrier=not _interpreted(interpret), never=NEVER)
-    else:
-        raise ValueError(f"unknown kernel state {state!r}; expected 'registers' or 'memory'")
-    order, tail = (x[0] for x in run(slots.word[None], rows[None], slots.successor[None],
+                             barrier=not _interpreted(interpret), never=NEVER, **memory)
+    order, tail = (x[0] for x in run(slots.word[None], rows[None], table[None],
                                      slots.count[None]))
     taken = tail[2]
     # The makespan (hi, lo) as the one end time: the last end is its maximum.
-    return schedule_from_positions(positions(slots, order, taken), taken,
-                                   fp.Fixed(tail[:1], tail[1:2]), unit, runtime_bound)
+    schedule = schedule_from_positions(positions(slots, order, taken), taken,
+                                       fp.Fixed(tail[:1], tail[1:2]), unit, runtime_bound)
+    if not peaks:
+        return schedule, None
+    return schedule, memory_profile(fp.Fixed(tail[4::2], tail[5::2]), memory_unit,
+                                    params.capacity)
 
 
 def lane_widths(vp: int) -> tuple[int, ...]:
@@ -295,14 +330,15 @@ def default_num_warps(width: int) -> int:
 
 @functools.cache
 def batched_kernel(kernel, per_step: int, k: int, chunk: int, interpret: bool | None,
-                   num_warps: int | None, scratch: int = 0, **params):
+                   num_warps: int | None, scratch: int = 0, tail: int = 4,
+                   fixed_scratch: tuple[int, ...] = (), **params):
     """A kernel over a batch: ``(word [B, V_p], rows [B, V_p, C], successor [B, Q + chunk],
-    count [B], *lanes [B, V_p])`` → ``(*per-step outputs [B, V_p], tail [B, 4])``, all int32,
+    count [B], *lanes [B, V_p])`` → ``(*per-step outputs [B, V_p], tail [B, tail])``, all int32,
     vmapped over the batch (the grid) at the narrowest of :func:`lane_widths` that holds the
     whole batch (one ``lax.switch``). ``kernel(word_ref, rows_ref, successor_ref, *lane_refs,
     *per_step_refs, tail_ref, *scratch_refs, chunk=, k=, **params)`` schedules one chromosome
     at the width of its refs; ``scratch``: that many more ``[width]`` outputs the kernel uses
-    as memory, dropped.
+    as memory, dropped, then one of each size in ``fixed_scratch`` (whatever the width).
     A :func:`~gsched.core.batching.flat_batch` function: vmapping it (over graphs, or a
     caller's own ``vmap``) merges the new axis into the batch, so the width stays one
     unbatched choice."""
@@ -313,7 +349,8 @@ def batched_kernel(kernel, per_step: int, k: int, chunk: int, interpret: bool | 
         def at_width(w):
             kw = max(1, (w - 1).bit_length())
             call = _pallas_call(functools.partial(kernel, chunk=chunk, k=kw, **params), w,
-                                per_step, interpret, num_warps or default_num_warps(w), scratch)
+                                per_step, interpret, num_warps or default_num_warps(w),
+                                (w,) * scratch + fixed_scratch, tail)
 
             def run(word, rows, successor, *lanes):
                 narrow = jnp.where(word[:, :w] == NEVER, NEVER, jnp.left_shift(
@@ -337,9 +374,9 @@ def _interpreted(interpret: bool | None) -> bool:
 
 
 def _pallas_call(kernel, width: int, per_step: int, interpret: bool | None, num_warps: int,
-                 scratch: int = 0):
+                 scratch: tuple[int, ...] = (), tail: int = 4):
     """The ``pallas_call`` of one chromosome at ``width`` lanes: ``per_step`` outputs
-    ``[width]``, the tail ``[4]`` and ``scratch`` more ``[width]``, int32."""
+    ``[width]``, the tail ``[tail]`` and one more of each size in ``scratch``, int32."""
     backend = jax.default_backend()
     interpret = _interpreted(interpret)
     if not interpret and not lexmin_lowers():
@@ -354,8 +391,8 @@ def _pallas_call(kernel, width: int, per_step: int, interpret: bool | None, num_
     return pl.pallas_call(
         kernel,
         out_shape=(*[jax.ShapeDtypeStruct((width,), jnp.int32)] * per_step,
-                   jax.ShapeDtypeStruct((4,), jnp.int32),
-                   *[jax.ShapeDtypeStruct((width,), jnp.int32)] * scratch),
+                   jax.ShapeDtypeStruct((tail,), jnp.int32),
+                   *[jax.ShapeDtypeStruct((size,), jnp.int32) for size in scratch]),
         interpret=interpret,
         compiler_params=None if interpret else plt.CompilerParams(num_warps=num_warps),
         name="gsched_schedule",

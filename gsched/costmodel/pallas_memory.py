@@ -45,6 +45,7 @@ from jax.experimental.pallas import triton as plt
 
 from gsched.core import fixedpoint as fp
 from gsched.costmodel.pallas_lexmin import lexmin
+from gsched.costmodel.pallas_peaks import PeakOffsets, account, start_counts
 from gsched.costmodel.schedule import TIME_LO_BITS
 
 MEMORY_NUM_WARPS = 1  # default warps per program: the kernel's vectors are [R] and [L] ≈ √V_p
@@ -58,13 +59,18 @@ def row_shape(width: int) -> tuple[int, int]:
 
 
 def memory_list_kernel(word_ref, rows_ref, successor_ref, order_ref, tail_ref, state_ref,
-                       ready_hi_ref, ready_lo_ref, *, num_devices: int, chunk: int, k: int,
-                       barrier: bool, never: int):
+                       ready_hi_ref, ready_lo_ref, *counts_ref, num_devices: int, chunk: int,
+                       k: int, barrier: bool, never: int, peaks: PeakOffsets | None = None):
     """One chromosome's list schedule, as :func:`~gsched.costmodel.pallas_decode._list_kernel`
     (same inputs and ``order`` / ``tail`` outputs) with the lanes' words and ready times in the
     scratch outputs ``state``, ``ready_hi``, ``ready_lo [V_p]`` and their rows' minima in
     registers (module docstring). ``barrier``: order the steps' memory accesses (a GPU; Pallas'
-    interpreter runs them in order); ``never``: the word of a retired or unused slot."""
+    interpreter runs them in order); ``never``: the word of a retired or unused slot.
+
+    ``peaks``: also account SPEC §3's memory (:mod:`gsched.costmodel.pallas_peaks`): the rows
+    go on with that module's columns, ``successor_ref`` holds its regions at ``peaks``, one more
+    scratch output ``counts [C_p]`` follows, and ``tail`` goes on with each device's peak (hi,
+    lo) at ``4 + 2·d``."""
     vp = word_ref.shape[0]
     num_rows, lanes = row_shape(vp)
     shift = lanes.bit_length() - 1
@@ -83,6 +89,8 @@ def memory_list_kernel(word_ref, rows_ref, successor_ref, order_ref, tail_ref, s
         return jnp.where(row_index == row, jnp.min(word), least)
 
     minima = (lax.fori_loop(0, num_rows, start_row, zeros), zeros, zeros)  # ready times 0
+    if peaks is not None:
+        start_counts(successor_ref, counts_ref[0], peaks)
     if barrier:
         plt.debug_barrier()
 
@@ -99,11 +107,14 @@ def memory_list_kernel(word_ref, rows_ref, successor_ref, order_ref, tail_ref, s
         return tuple(jnp.where(take, x, m) for x, m in zip((new, end.hi, end.lo), minima))
 
     def step(carry):
-        s, best, start_hi, start_lo, minima, free = carry
+        s, best, start_hi, start_lo, minima, free, memory = carry
         slot = best & ((1 << k) - 1)
         order_ref[s] = slot  # a scalar store, never read back
-        device, source, duration_hi, duration_lo, *inline, first, last = (
-            rows_ref[slot, column] for column in range(6 + chunk))
+        columns = [rows_ref[slot, column] for column in range(rows_ref.shape[1])]
+        device, source, duration_hi, duration_lo, *inline, first, last = columns[:6 + chunk]
+        if peaks is not None:  # first: its loads need only the row, none of what follows
+            memory = account(successor_ref, counts_ref[0], columns[6 + chunk:], device, source,
+                             memory, num_devices=num_devices, at=peaks)
         start = fp.Fixed(start_hi, start_lo)  # the item's ready time, then its start
         uses = [(device == d) | (source == d) for d in range(num_devices)]
         for d in range(num_devices):
@@ -130,15 +141,19 @@ def memory_list_kernel(word_ref, rows_ref, successor_ref, order_ref, tail_ref, s
         free = tuple(fp.where(uses[d], end, free[d]) for d in range(num_devices))
         if barrier:
             plt.debug_barrier()
-        return (s + 1, *lexmin([minima[0]], [minima[1], minima[2]]), minima, free)
+        return (s + 1, *lexmin([minima[0]], [minima[1], minima[2]]), minima, free, memory)
 
     zero = jnp.int32(0)
-    taken, *_, free = lax.while_loop(
+    nothing = tuple(fp.Fixed(zero, zero) for _ in range(num_devices))
+    taken, *_, free, memory = lax.while_loop(
         lambda c: c[1] < (1 << k), step,
-        (zero, *lexmin([minima[0]], [zeros, zeros]), minima,
-         tuple(fp.Fixed(zero, zero) for _ in range(num_devices))))
+        (zero, *lexmin([minima[0]], [zeros, zeros]), minima, nothing,
+         () if peaks is None else tuple((x, x) for x in nothing)))  # (live, peak) per device
     makespan = functools.reduce(fp.maximum, free)
     tail_ref[0] = makespan.hi
     tail_ref[1] = makespan.lo
     tail_ref[2] = taken
     tail_ref[3] = zero
+    for d, (_, peak) in enumerate(memory):
+        tail_ref[4 + 2 * d] = peak.hi
+        tail_ref[5 + 2 * d] = peak.lo

@@ -342,6 +342,20 @@ def entry_items(graph: PaddedGraph, num_devices: int) -> tuple[jnp.ndarray, ...]
             jnp.concatenate([op_end, xfer_end]))
 
 
+def inline_columns(table: jnp.ndarray, first: jnp.ndarray, last: jnp.ndarray,
+                   chunk: int) -> jnp.ndarray:
+    """``[R, chunk + 2]``: for each of ``R`` rows with a range ``[first, last)`` of ``table``
+    (which ends with ``chunk`` inert −1 entries, so any window inside it is in bounds), the
+    first ``chunk`` entries (−1 past ``last``), then the range of the rest (``first + chunk``,
+    ``last``; empty for most rows). The fused kernels read these columns with a row's others,
+    so a row with at most ``chunk`` entries is walked without a load that waits for its range
+    (the successor entries, :mod:`gsched.costmodel.pallas_decode`; the reads,
+    :mod:`gsched.costmodel.pallas_peaks`)."""
+    window = first[:, None] + jnp.arange(chunk, dtype=jnp.int32)
+    inline = jnp.where(window < last[:, None], table[window], -1)
+    return jnp.concatenate([inline, (first + chunk)[:, None], last[:, None]], axis=1)
+
+
 def fixed_durations(graph: PaddedGraph, placement: Placement, params: CostParams,
                     num_devices: int) -> tuple[fp.Fixed, jnp.ndarray, jnp.ndarray]:
     """Every item's duration (:func:`item_durations`) in exact fixed point ``[V]``, with the
