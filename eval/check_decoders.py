@@ -4,9 +4,9 @@ The unit tests check the fused Pallas kernel in Pallas' interpreter on small gra
 it compiled (Triton on a GPU) on benchmark-size graphs and compares every ``Evaluation`` field
 bit for bit with the loop decoder, for random chromosomes, D = 1, 2, 4, with and without
 fusion and program inputs, for the list scheduler and (``--schedulers``) SPEC §8.2's event-driven
-ones (the dense decoders and ``pallas_memory`` schedule lists only)::
+ones (the dense decoders, ``pallas_memory`` and ``pallas_fused`` schedule lists only)::
 
-    python -m eval.check_decoders              # pallas, pallas_memory on a GPU; dense on a CPU
+    python -m eval.check_decoders              # the pallas decoders on a GPU; dense on a CPU
     python -m eval.check_decoders --sizes 100,500 --population 256 --decoders pallas,dense
     python -m eval.check_decoders --sizes 500 --schedulers list,priority,fifo
 
@@ -64,13 +64,13 @@ def main(argv: Sequence[str] | None = None) -> int:
     p.add_argument("--devices", type=parse_int_list, default=(1, 2, 4))
     p.add_argument("--population", type=int, default=512)
     p.add_argument("--decoders", default=None,
-                   help="comma-separated (default: pallas and pallas_memory on a GPU, dense "
-                        "elsewhere)")
+                   help="comma-separated (default: pallas, pallas_memory and pallas_fused on "
+                        "a GPU, dense elsewhere)")
     p.add_argument("--schedulers", default="list", help="comma-separated: list, priority, fifo")
     args = p.parse_args(sys.argv[1:] if argv is None else argv)
     backend = jax.default_backend()
-    decoders = (args.decoders or ("pallas,pallas_memory" if backend == "gpu" else "dense")
-                ).split(",")
+    fast = "pallas,pallas_memory,pallas_fused" if backend == "gpu" else "dense"
+    decoders = (args.decoders or fast).split(",")
     log(f"[check] backend {backend} ({jax.devices()[0].device_kind}), decoders {decoders}")
     failed = 0
     for decoder in decoders:

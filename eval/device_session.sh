@@ -10,8 +10,9 @@
 # (the Pallas identity tests compiled for the GPU), profile (stage costs of one evaluation),
 # go_gdp (GDP and GO full configs), scaling (the throughput table from 100 to 10,000 ops);
 # not in the default list: ab (this tree's kernels against BASELINE's, an earlier commit's
-# tree carried along; see the function), memory (the list kernel with its lanes in memory
-# against the register kernel, 500 to 10,000 ops), regs (the kernels' registers and spills, ptxas -v on
+# tree carried along; see the function), memory (whole evaluations with the three list
+# kernels at 500 ops; the list kernel with its lanes in memory against the register kernel,
+# 500 to 10,000 ops), regs (the kernels' registers and spills, ptxas -v on
 # the PTX XLA dumps), mid (the whole mid-size Topoformer config of issue
 # #15 §3, ~2,000 steps, or MID_ARGS's; its exported model comes back as
 # $OUT/topoformer_mid.tgz) and tune
@@ -30,9 +31,13 @@
 # Session 16 (no GPU) ranked by one int64 sort; session 17 (no GPU) made SPEC §3's memory
 # walks int64 sums (the GPU path's vmapped peak_memory: one scatter and one cumsum instead of
 # two each): both untimed on a GPU; "profile" shows them ("+ slot ranking", the memory walk).
+# Session 18 (no GPU) put SPEC §3's memory accounting inside the memory kernel (decoder
+# "pallas_fused", gsched.costmodel.pallas_peaks; never "auto" until timed): check runs it,
+# memory times whole evaluations of pallas / pallas_memory / pallas_fused first.
 # Next GPU session, call 1: "check ab" (identity at the new defaults, kernels and prologue;
 # the kernels against session 13's, BASELINE = a worktree of 9e5fd8d; ~7 min); call 2:
-# "memory regs profile" (the memory kernel against the register one up to 10,000 ops; XLA's
+# "memory regs profile" (whole evaluations of the three list kernels at 500 ops, D = 2; the
+# memory kernel against the register one up to 10,000 ops; XLA's
 # registers per kernel; the prologue's rows "slot ranking" / "slot tables" / "kernel
 # inputs"), then "bench", "go_gdp"
 # (GDP's and GO's first compile with the kernels took over 40 s), "tune" (its 2,000-op sweep
@@ -63,6 +68,7 @@ step() {  # step SECONDS NAME COMMAND...: run with a limit; report the exit code
 PARTS=${*:-check bench train tests profile go_gdp scaling}
 decoder_sizes=yes
 memory_ok=yes
+fused_ok=yes
 
 check() {  # the fused Pallas kernels compiled by Triton against the loops, bit for bit
   step 150 check_decoders $PY -m eval.check_decoders --sizes 500 --devices 1,2,4 \
@@ -76,11 +82,14 @@ check() {  # the fused Pallas kernels compiled by Triton against the loops, bit 
     sed -i 's/^    return lexmin_lowers()$/    return False/' gsched/costmodel/pallas_decode.py
     decoder_sizes=''
   fi
-  # The list kernel with its lanes in memory (decoder "pallas_memory"; "auto" never picks it,
-  # so a failure here only skips its timings; "memory" checks it at 2,000 and 10,000 ops
-  # against the register kernel)
+  # The list kernel with its lanes in memory, without and with the memory accounted inside
+  # it (decoders "pallas_memory", "pallas_fused"; "auto" never picks them, so a failure here
+  # only skips their timings; "memory" checks the first at 2,000 and 10,000 ops against the
+  # register kernel)
   step 120 check_memory $PY -m eval.check_decoders --sizes 500 --devices 1,2,4 \
     --population 1024 --decoders pallas_memory || memory_ok=''
+  step 120 check_fused $PY -m eval.check_decoders --sizes 500 --devices 1,2,4 \
+    --population 1024 --decoders pallas_fused || fused_ok=''
 }
 
 bench() {  # make bench's two programs on a reduced grid, into a copy of the doc
@@ -178,6 +187,14 @@ memory() {  # the list kernel with its lanes in memory against the register kern
   # is O(V_p^2) per chromosome and spills
   [ -n "$memory_ok" ] || { echo "!!! memory: check_memory failed, skipped"; return 1; }
   [ -f "$OUT/benchmarks.md" ] || cp docs/benchmarks.md "$OUT/benchmarks.md"
+  # Whole evaluations (schedule and SPEC §3's memory), interleaved and checked identical: the
+  # register kernel, the memory kernel, each with the memory walk after it, and the memory
+  # kernel accounting the memory itself (pallas_fused, when check_fused passed)
+  [ -n "$fused_ok" ] || echo "!!! check_fused failed: its timings are not meaningful"
+  step 150 memory_whole_500 $PY -m eval.bench_cost_model --sizes 500 --devices 2 --repeats 3 \
+    --chunks '' --sweep-populations '' --batch-graphs 0 --schedulers '' --decoder-sizes 500 \
+    --decoder-devices 2 --decoder-population 16384 --output "$OUT/benchmarks.md" \
+    --section-title "Whole evaluations, three list kernels, 500 ops, D = 2 — GPU"
   step 150 memory_500 $PY -m eval.tune_kernel --size 500 --devices 2 --states registers,memory \
     --chunks 1,2,4 --warps 0,2 --population 16384 --repeats 3 --output "$OUT/benchmarks.md" \
     --section-title "Fused list kernels, lanes in registers or memory, 500 ops, D = 2 — GPU"
@@ -201,6 +218,8 @@ regs() {  # registers and spills per thread of the fused kernels (occupancy: 65,
   XLA_FLAGS="--xla_dump_to=$dump/priority" step 120 regs_compile_priority $PY \
     -m eval.tune_kernel --size 500 --devices 2 --scheduler priority --chunks 2 --warps 0 \
     --population 64 --repeats 1
+  XLA_FLAGS="--xla_dump_to=$dump/fused" step 120 regs_compile_fused $PY -m eval.check_decoders \
+    --sizes 500 --devices 2 --population 64 --decoders pallas_fused
   local ptxas
   ptxas=$(command -v ptxas || $PY -c "import nvidia.cuda_nvcc as m, os; \
 print(os.path.join(os.path.dirname(m.__file__), 'bin', 'ptxas'))" 2>/dev/null)

@@ -11,9 +11,10 @@ registers allocated in units of 256)::
     python -m eval.kernel_registers --size 500 --devices 2 --warps 1,2,4
     python -m eval.kernel_registers --kernels priority,fifo --ttir-dir /tmp/ttir
 
-Kernels: ``list``, ``priority``, ``fifo`` (the register kernels of those schedulers) and
+Kernels: ``list``, ``priority``, ``fifo`` (the register kernels of those schedulers),
 ``list_memory`` (the list scheduler's kernel with its lanes in memory,
-:mod:`gsched.costmodel.pallas_memory`).
+:mod:`gsched.costmodel.pallas_memory`) and ``list_fused`` (that kernel accounting SPEC §3's
+memory as it schedules, :mod:`gsched.costmodel.pallas_peaks`).
 
 The ``triton`` package is not the Triton inside XLA that compiles the kernels on a GPU (its
 version and passes differ): the numbers are indicative, for comparing variants of the kernels,
@@ -38,7 +39,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from gsched.core.padding import bucket_for, pad_graph, pad_keys
-from gsched.costmodel.pallas_decode import KERNEL_CHUNK
+from gsched.costmodel.pallas_decode import KERNEL_CHUNK, pallas_schedule_and_memory
 from gsched.costmodel.pallas_dynamic import fused_schedule
 from gsched.costmodel.pallas_lexmin import lowers as lexmin_lowers
 from gsched.costmodel.params import CostParams
@@ -51,7 +52,8 @@ REGISTERS_PER_SM, MAX_BLOCKS_PER_SM, MAX_WARPS_PER_SM, SMS_H100 = 65536, 32, 64,
 
 
 KERNELS = {"list": ("list", "registers"), "list_memory": ("list", "memory"),
-           "priority": ("priority", "registers"), "fifo": ("fifo", "registers")}
+           "list_fused": ("list", "fused"), "priority": ("priority", "registers"),
+           "fifo": ("fifo", "registers")}
 
 
 def triton_modules(size: int, num_devices: int, kernel: str, chunk: int
@@ -77,10 +79,16 @@ def triton_modules(size: int, num_devices: int, kernel: str, chunk: int
         modules.append((jaxpr.invars[0].aval.shape[0], text))
         return result
 
+    def one(c):
+        placement = decode_placement(padded, c, num_devices)
+        if state == "fused":
+            return pallas_schedule_and_memory(padded, c, placement, params, num_devices, chunk,
+                                              interpret=False)
+        return fused_schedule(padded, c, placement, params, num_devices, scheduler, chunk,
+                              interpret=False, state=state)
+
     def population(k):
-        return jax.vmap(lambda c: fused_schedule(
-            padded, c, decode_placement(padded, c, num_devices), params, num_devices,
-            scheduler, chunk, interpret=False, state=state))(k)
+        return jax.vmap(one)(k)
 
     lexmin_lowers()  # its probe kernel, lowered once per process, is not one of these
     registration.lowering.lower_jaxpr_to_triton_module = capture

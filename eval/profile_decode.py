@@ -6,10 +6,14 @@ loop decoder's set-up (``schedule_init``, or ``dynamic_init`` for SPEC §8.2's s
 of all items, durations, CSR tables); the placement and the fused kernels' inputs, in three
 growing prefixes: the running items ranked (``ranked_slots``), + the firing successor entries
 compacted (``slot_tables``), + durations and the kernel's rows (``list_inputs`` /
-``dynamic_inputs``); on a GPU, those and the fused kernel with its result conversion; and the
-whole ``evaluate_population`` (+ SPEC §3's memory walk; on a CPU with the loop or dense
-decoders). Differences to the first row are the set-ups' costs, to the kernel's row the memory
-walk's::
+``dynamic_inputs``), and for the list scheduler those + the accounting inputs of the kernel
+that keeps SPEC §3's memory itself (``pallas_peaks.peak_tables``), and the placement + the
+vmapped SPEC §3 walk the other decoders run after their schedule, alone (on every item in
+index order: its work does not depend on the order); on a GPU, the kernel inputs
+and the fused kernel with its result conversion, and (list) the whole ``pallas_fused``
+schedule and memory; and the whole ``evaluate_population`` (+ SPEC §3's memory walk; on a CPU
+with the loop or dense decoders). Differences to the first row are the set-ups' costs, to the
+kernel's row the memory walk's::
 
     python -m eval.profile_decode --sizes 500 --devices 1,2 --population 16384
     python -m eval.profile_decode --sizes 500 --devices 2 --scheduler priority
@@ -31,15 +35,23 @@ import numpy as np
 from gsched.core.padding import bucket_for, pad_graph, pad_keys
 from gsched.costmodel.evaluate import evaluate_population
 from gsched.costmodel.dynamic import dynamic_init
+from gsched.costmodel.memory import peak_memory
 from gsched.costmodel.pallas_decode import (
     KERNEL_CHUNK,
     pallas_applies,
+    pallas_schedule_and_memory,
     ranked_slots,
     slot_tables,
 )
 from gsched.costmodel.pallas_dynamic import fused_inputs, fused_schedule
+from gsched.costmodel.pallas_peaks import peak_tables
 from gsched.costmodel.params import CostParams
-from gsched.costmodel.schedule import decode_placement, item_devices, schedule_init
+from gsched.costmodel.schedule import (
+    Schedule,
+    decode_placement,
+    item_devices,
+    schedule_init,
+)
 from gsched.generators import random_computation_graph
 from gsched.harness.benchmarks import parse_int_list
 from gsched.infra.progress import log
@@ -101,6 +113,27 @@ def stages(num_devices: int, chunk: int | None, base: int, scheduler: str = "lis
                                   num_devices, scheduler, kernel_chunk)
         return jax.vmap(one)(keys)
 
+    def peak_inputs(g, keys, prm):
+        def one(k):
+            placement = decode_placement(g, k[:base], num_devices)
+            inputs = fused_inputs(g, k[:base], placement, prm, num_devices, scheduler,
+                                  kernel_chunk)
+            return inputs, peak_tables(g, placement, inputs[0].item, num_devices, kernel_chunk)
+        return jax.vmap(one)(keys)
+
+    def walk(g, keys, prm):  # the order's values do not change the walk's work
+        v = g.op_mask.shape[0] + g.tensor_mask.shape[0] * num_devices
+        every = jnp.arange(v, dtype=jnp.int32)
+        schedule = Schedule(every, every, jnp.int32(v), jnp.float32(0), jnp.float32(0))
+        return jax.vmap(lambda k: peak_memory(g, decode_placement(g, k[:base], num_devices),
+                                              schedule, prm.capacity, num_devices))(keys)
+
+    def fused(g, keys, prm):
+        def one(k):
+            return pallas_schedule_and_memory(g, k[:base], decode_placement(
+                g, k[:base], num_devices), prm, num_devices, kernel_chunk)
+        return jax.vmap(one)(keys)
+
     def whole(g, keys, prm):
         return evaluate_population(g, keys, prm, num_devices=num_devices, chunk=chunk,
                                    scheduler=scheduler)
@@ -108,8 +141,13 @@ def stages(num_devices: int, chunk: int | None, base: int, scheduler: str = "lis
     rows = [("placement", placement), ("placement + loop set-up", init),
             ("placement + slot ranking", ranking), ("placement + slot tables", tables),
             ("placement + kernel inputs", slots)]
+    if scheduler == "list":
+        rows += [("placement + kernel inputs + peak tables", peak_inputs),
+                 ("placement + memory walk alone", walk)]
     if pallas_applies():  # interpreted on a CPU: its time would mean nothing
         rows.append(("kernel inputs + kernel and result", schedule))
+        if scheduler == "list":
+            rows.append(("peak tables + kernel with memory (fused)", fused))
     return rows + [("+ memory walk = evaluate_population", whole)]
 
 

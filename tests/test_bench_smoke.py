@@ -105,10 +105,13 @@ def test_profile_decode_times_every_stage(capsys):
                          "--repeats", "1"])
     lines = capsys.readouterr().err.splitlines()
     # No kernel on the CPU: placement, + loop set-up, + slot ranking, + slot tables, + kernel
-    # inputs, + memory walk, per D.
-    assert sum("ms/call" in line for line in lines) == 12
-    for stage in ("slot ranking", "slot tables", "kernel inputs"):
-        assert sum(f"placement + {stage}" in line for line in lines) == 2
+    # inputs, + peak tables and the memory walk alone (the list scheduler), + memory walk,
+    # per D.
+    assert sum("ms/call" in line for line in lines) == 16
+    for stage in ("slot ranking", "slot tables", "kernel inputs", "kernel inputs + peak tables",
+                  "memory walk alone"):
+        pattern = re.compile(r"placement \+ " + re.escape(stage) + r" +\d")
+        assert sum(bool(pattern.search(line)) for line in lines) == 2, stage
     assert sum("memory walk = evaluate_population" in line for line in lines) == 2
     profile_decode.main(["--sizes", "12", "--devices", "2", "--population", "4",
                          "--repeats", "1", "--scheduler", "fifo"])

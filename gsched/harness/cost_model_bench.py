@@ -122,8 +122,8 @@ class Config:
     scheduler: str = "list"  # SPEC §2–§4, or §8.2's "priority" / "fifo"
     roofline: bool = False  # SPEC §8.1 kernel times (HBM_BANDWIDTH, LAUNCH_OVERHEAD)
     fusion: bool = False  # SPEC §8.3 (chromosomes N keys longer; uniform fusion keys)
-    decoder: str = "auto"  # "loop" / "dense" / "pallas" / "pallas_memory": forced through
-    #                         evaluate_with_decoder
+    decoder: str = "auto"  # "loop" / "dense" / "pallas" / "pallas_memory" / "pallas_fused":
+    #                         forced through evaluate_with_decoder
 
     @property
     def chunk_label(self) -> str:
@@ -375,7 +375,9 @@ def render(results: dict[Config, Result], main: list[Config], batch: Config | No
                      "dense decodes (D = 1: `gsched.costmodel.dense`; D ≥ 2: "
                      "`gsched.costmodel.dense_multi`) on a CPU, or the fused kernels "
                      "(`gsched.costmodel.pallas_decode`; `pallas_memory`: the list kernel with "
-                     "its lanes in memory, `gsched.costmodel.pallas_memory`) on a GPU, where "
+                     "its lanes in memory, `gsched.costmodel.pallas_memory`; `pallas_fused`: "
+                     "that kernel accounting SPEC §3's memory as it schedules, "
+                     "`gsched.costmodel.pallas_peaks`) on a GPU, where "
                      "the event-driven "
                      "schedulers' loop (`gsched.costmodel.dynamic`, roofline on) is also timed "
                      "against their fused kernel (`gsched.costmodel.pallas_dynamic`), through "
@@ -600,8 +602,10 @@ def main(argv: Sequence[str] | None = None) -> dict[Config, Result]:
 
     shardings = (False, True) if len(jax.devices()) > 1 else (False,)
     # The loop against what replaces it on this backend: the dense decodes on a CPU, the
-    # fused Pallas kernels on a GPU (gsched.costmodel.pallas_decode, and pallas_memory's).
-    fast_decoders = ("pallas", "pallas_memory") if backend == "gpu" else ("dense",)
+    # fused Pallas kernels on a GPU (gsched.costmodel.pallas_decode, pallas_memory's, and
+    # pallas_memory's with the memory accounted inside it, pallas_peaks).
+    fast_decoders = ("pallas", "pallas_memory", "pallas_fused") if backend == "gpu" \
+        else ("dense",)
     decoder_groups = [
         [Config(n, d, args.decoder_population, decoder=decoder, sharded=sh)
          for sh in shardings if not sh or args.decoder_population % len(jax.devices()) == 0
