@@ -105,18 +105,19 @@ def test_rows_wider_than_a_warp(decoder):
 
 
 @pytest.mark.parametrize("decoder", DECODERS)
-def test_lowers_for_a_gpu_through_triton_with_one_warp(decoder):
+@pytest.mark.parametrize("d", [2, 3])
+def test_lowers_for_a_gpu_through_triton_with_one_warp(d, decoder):
     rng = np.random.default_rng(8)
     graph = random_computation_graph(20, rng)
     padded = jax.tree.map(jnp.asarray, pad_graph(graph, BUCKET))
-    keys = tie_keys(rng, graph, 10, 2).reshape(2, 5, -1)
+    keys = tie_keys(rng, graph, 10, d).reshape(2, 5, -1)
     params = jax.tree.map(jnp.asarray, PARAMS)
 
     def one(k):
-        placement = decode_placement(padded, k, 2)
-        if decoder == "pallas_fused":
-            return pallas_schedule_and_memory(padded, k, placement, params, 2, interpret=False)
-        return fused_schedule(padded, k, placement, params, 2, "list", interpret=False,
+        placement = decode_placement(padded, k, d)
+        if decoder == "pallas_fused":  # tail 4 + 2·D: 8, or 10 (not a power of two)
+            return pallas_schedule_and_memory(padded, k, placement, params, d, interpret=False)
+        return fused_schedule(padded, k, placement, params, d, "list", interpret=False,
                               state="memory")
 
     text = jax.jit(jax.vmap(jax.vmap(one))).trace(keys).lower(
