@@ -49,6 +49,15 @@ def memory_units(graph: PaddedGraph) -> tuple[jnp.ndarray, fp.Fixed, fp.Fixed]:
             fp.from_float(temporary, unit, MEMORY_LO_BITS))
 
 
+def item_allocations(graph: PaddedGraph, size: fp.Fixed, num_devices: int) -> jnp.ndarray:
+    """``[V]`` int64 (call under ``jax.enable_x64(True)``): what each item makes resident, in
+    :func:`memory_units`' fixed point (``size``: its tensor sizes) — an op its outputs, a
+    transfer ``X(t, ·)`` its tensor."""
+    copy = fp.to_int64(size, MEMORY_LO_BITS)  # [T], 0 for padding
+    return jnp.concatenate([jnp.zeros(graph.op_mask.shape[0], jnp.int64).at[
+        graph.tensor_producer].add(copy), jnp.repeat(copy, num_devices)])
+
+
 def peak_memory(graph: PaddedGraph, placement: Placement, schedule: Schedule,
                 capacity: jnp.ndarray, num_devices: int) -> MemoryProfile:
     """Peak memory per device of ``schedule`` (one chromosome, no batch axis)."""
@@ -130,8 +139,7 @@ def multi_device_peak_memory(graph: PaddedGraph, placement: Placement, order: jn
     with jax.enable_x64(True):  # per graph; the blocks read them under the same mode
         copy = fp.to_int64(size, MEMORY_LO_BITS)  # [T], 0 for padding
         none = jnp.zeros(1, jnp.int64)  # index V: no item
-        allocated = jnp.concatenate([jnp.zeros(n, jnp.int64).at[graph.tensor_producer].add(copy),
-                                     jnp.repeat(copy, d), none])  # [V + 1] per item
+        allocated = jnp.concatenate([item_allocations(graph, size, d), none])  # [V + 1]
         temporary = jnp.concatenate([fp.to_int64(temp, MEMORY_LO_BITS),
                                      jnp.zeros(t * d, jnp.int64), none])
     lane = jnp.arange(d, dtype=jnp.int32) * block + jnp.arange(block, dtype=jnp.int32)[:, None]

@@ -277,7 +277,7 @@ def _list_schedule(graph: PaddedGraph, keys: jnp.ndarray, placement: Placement,
     the memory kernel accounting as it schedules)."""
     slots, k, rows, unit, runtime_bound = list_inputs(graph, keys, placement, params,
                                                       num_devices, chunk)
-    table, memory = slots.successor, {}
+    table, peak_kwargs = slots.successor, {}
     if peaks:
         columns, peak_table, memory_unit = peak_tables(graph, placement, slots.item,
                                                        num_devices, chunk)
@@ -285,14 +285,14 @@ def _list_schedule(graph: PaddedGraph, keys: jnp.ndarray, placement: Placement,
                           num_devices, chunk)
         rows, table = (jnp.concatenate(x, axis=-1) for x in ((rows, columns),
                                                               (table, peak_table)))
-        memory = dict(tail=4 + 2 * num_devices, fixed_scratch=(at.num_counts,), peaks=at)
+        peak_kwargs = dict(tail=4 + 2 * num_devices, fixed_scratch=(at.num_counts,), peaks=at)
     if state == "registers":
         run = batched_kernel(_list_kernel, 1, k, chunk, interpret, num_warps,
                              num_devices=num_devices)
     else:
         run = batched_kernel(memory_list_kernel, 1, k, chunk, interpret,
                              num_warps or MEMORY_NUM_WARPS, scratch=3, num_devices=num_devices,
-                             barrier=not _interpreted(interpret), never=NEVER, **memory)
+                             barrier=not _interpreted(interpret), never=NEVER, **peak_kwargs)
     order, tail = (x[0] for x in run(slots.word[None], rows[None], table[None],
                                      slots.count[None]))
     taken = tail[2]

@@ -45,7 +45,7 @@ from jax.experimental.pallas import triton as plt
 
 from gsched.core import fixedpoint as fp
 from gsched.core.padding import PaddedGraph
-from gsched.costmodel.memory import MEMORY_LO_BITS, memory_units
+from gsched.costmodel.memory import MEMORY_LO_BITS, item_allocations, memory_units
 from gsched.costmodel.schedule import Placement, inline_columns
 
 COPY_BLOCK = 32  # counts copied into the kernel's memory this many at a time
@@ -62,23 +62,21 @@ class PeakOffsets(NamedTuple):
     num_counts: int  # C_p, the kernel's count scratch
 
 
-def item_columns(graph: PaddedGraph, num_devices: int, chunk: int
-                 ) -> tuple[jnp.ndarray, jnp.ndarray, jnp.ndarray]:
-    """Per graph: ``(columns [V, 6 + chunk + 2], reads [E + chunk], reader [E])`` — by item
-    the :data:`PEAK_COLUMNS` (what it makes resident, its temporary memory, what it frees at
-    once; fixed point in :func:`~gsched.costmodel.memory.memory_units`' unit) and its read
-    columns (the tensors it reads: ``X(t, ·)`` reads ``t``, an op its inputs); the ops' reads
-    in CSR by op (−1: none) and the op of each."""
+def item_columns(graph: PaddedGraph, size: fp.Fixed, temp: fp.Fixed, num_devices: int,
+                 chunk: int) -> tuple[jnp.ndarray, jnp.ndarray, jnp.ndarray]:
+    """Per graph, from :func:`~gsched.costmodel.memory.memory_units`' sizes and temporary
+    memories: ``(columns [V, 6 + chunk + 2], reads [E + chunk], reader [E])`` — by item the
+    :data:`PEAK_COLUMNS` (what it makes resident, its temporary memory, what it frees at once;
+    fixed point in that unit) and its read columns (the tensors it reads: ``X(t, ·)`` reads
+    ``t``, an op its inputs); the ops' reads in CSR by op (−1: none) and the op of each."""
     n, t, d = graph.op_mask.shape[0], graph.tensor_mask.shape[0], num_devices
     c = t * d
-    _, size, temp = memory_units(graph)
     read = jnp.zeros(t, bool).at[graph.edge_tensor].max(graph.edge_mask)
     with jax.enable_x64(True):
-        tensor_size = fp.to_int64(size, MEMORY_LO_BITS)  # [T], 0 for padding
-        outputs, unread = (jnp.zeros(n, jnp.int64).at[graph.tensor_producer].add(x)
-                           for x in (tensor_size, jnp.where(read, 0, tensor_size)))
-        allocated, dead = (fp.from_int64(jnp.concatenate(x), MEMORY_LO_BITS) for x in (
-            (outputs, jnp.repeat(tensor_size, d)), (unread, jnp.zeros(c, jnp.int64))))
+        allocated = fp.from_int64(item_allocations(graph, size, d), MEMORY_LO_BITS)
+        unread = jnp.zeros(n, jnp.int64).at[graph.tensor_producer].add(
+            jnp.where(read, 0, fp.to_int64(size, MEMORY_LO_BITS)))
+        dead = fp.from_int64(jnp.pad(unread, (0, c)), MEMORY_LO_BITS)
     temporary = fp.Fixed(*(jnp.pad(x, (0, c)) for x in temp))
     consumer = jnp.where(graph.edge_mask, graph.edge_consumer, n)
     by_consumer = jnp.argsort(consumer, stable=True)
@@ -105,8 +103,8 @@ def peak_tables(graph: PaddedGraph, placement: Placement, item: jnp.ndarray, num
     ``t·D + d``); the graph's memory unit. Only the counts depend on the placement."""
     t, e, d = graph.tensor_mask.shape[0], graph.edge_mask.shape[0], num_devices
     c = t * d
-    unit, size, _ = memory_units(graph)
-    columns, reads, reader = item_columns(graph, num_devices, chunk)
+    unit, size, temp = memory_units(graph)
+    columns, reads, reader = item_columns(graph, size, temp, num_devices, chunk)
     # Each copy's reads: an op's on its device (as the kernel counts them), and a transfer's
     # on the producer's.
     device = placement.device
