@@ -1,10 +1,11 @@
-"""The list kernel with its lanes in memory (gsched.costmodel.pallas_memory, decoder
-"pallas_memory"), and that kernel accounting SPEC §3's memory as it schedules
-(gsched.costmodel.pallas_peaks, decoder "pallas_fused"), in Pallas' interpreter on the CPU,
+"""The list scheduler's other kernels: with its lanes in memory (gsched.costmodel.pallas_memory,
+decoder "pallas_memory"), that kernel accounting SPEC §3's memory as it schedules
+(gsched.costmodel.pallas_peaks, decoder "pallas_fused") and the TPU kernel
+(gsched.costmodel.pallas_tpu, decoder "pallas_tpu"), in Pallas' interpreter on the CPU,
 against the loop: every Evaluation field bit for bit for D = 1, 2, 3 with program inputs, exact
 key ties, pinned ops, fusion, batches of graphs, padding, chains across devices and rows wider
-than a warp; its row layout; and its lowering for a GPU (Triton; lowering only, no GPU
-here)."""
+than a warp; the memory kernels' row layout and their lowering for a GPU (Triton; lowering
+only, no GPU here). The TPU kernel's own tests: tests/test_pallas_tpu.py."""
 
 from __future__ import annotations
 
@@ -24,7 +25,8 @@ from tests.graphs import assert_identical, chain, with_inputs
 from tests.test_pallas_decode import BUCKET, PARAMS, small_graphs, tie_keys
 
 
-DECODERS = ("pallas_memory", "pallas_fused")
+DECODERS = ("pallas_memory", "pallas_fused", "pallas_tpu")
+MEMORY_DECODERS = DECODERS[:2]  # the Triton ones
 
 
 def compare(padded, keys, d, params=PARAMS, decoder="pallas_memory", **kwargs):
@@ -95,7 +97,7 @@ def test_a_chain_across_devices_at_full_width(decoder):
 @pytest.mark.parametrize("decoder", DECODERS)
 def test_rows_wider_than_a_warp(decoder):
     # 500 ops, D = 2: V_p = 2,048 slots, so the kernel runs at 2,048 (32 rows of 64 lanes) or
-    # 1,024 lanes (32 rows of 32).
+    # 1,024 lanes (32 rows of 32); the TPU kernel's words are 16 or 8 rows of 128.
     rng = np.random.default_rng(10)
     graph = random_computation_graph(500, rng)
     bucket = bucket_for(graph)
@@ -104,7 +106,7 @@ def test_rows_wider_than_a_warp(decoder):
     compare(pad_graph(graph, bucket), keys, 2, decoder=decoder)
 
 
-@pytest.mark.parametrize("decoder", DECODERS)
+@pytest.mark.parametrize("decoder", MEMORY_DECODERS)
 @pytest.mark.parametrize("d", [2, 3])
 def test_lowers_for_a_gpu_through_triton_with_one_warp(d, decoder):
     rng = np.random.default_rng(8)

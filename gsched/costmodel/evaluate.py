@@ -22,7 +22,9 @@ On a GPU every scheduler (any ``D``) runs as one fused Pallas kernel per chromos
 pallas_dynamic` for §8.2's (same results bit for bit; ``decoder="pallas"``); the list kernel
 with its lanes in memory (:mod:`gsched.costmodel.pallas_memory`), and that kernel with SPEC §3's
 memory accounted inside it (:mod:`gsched.costmodel.pallas_peaks`), only when asked for
-(``decoder="pallas_memory"`` / ``"pallas_fused"``) until a GPU has timed them.
+(``decoder="pallas_memory"`` / ``"pallas_fused"``) until a GPU has timed them. The list
+scheduler's kernel for TPUs (:mod:`gsched.costmodel.pallas_tpu`, Mosaic, SPEC §3 accounted
+inside) likewise only when asked for (``decoder="pallas_tpu"``): on a TPU "auto" runs the loop.
 """
 
 from __future__ import annotations
@@ -172,19 +174,21 @@ def _evaluate(graph: PaddedGraph, pinned, params: CostParams, keys: jnp.ndarray,
     if dense:
         return _evaluate_dense_multi(graph, pinned, params, keys, num_devices, graph_batched,
                                      fusion, base, decode, evaluation)
-    if _use_pallas(decoder):  # one fused kernel per chromosome, vmapped into a grid
+    kernel = _fused_decoder(decoder)
+    if kernel:  # one fused kernel per chromosome, vmapped into a grid
         chunk = KERNEL_CHUNK if chunk is None else chunk
 
         def fused(g, pin, prm, k):
             k = jnp.asarray(k, jnp.float32)
             placement, program, root = decode(g, pin, prm, k)
-            if decoder == "pallas_fused":  # the memory accounted in the kernel
-                schedule, memory = pallas_schedule_and_memory(program, k[:base], placement, prm,
-                                                              num_devices, chunk)
+            if kernel in ACCOUNTING_STATE:  # the memory accounted in the kernel
+                schedule, memory = pallas_schedule_and_memory(
+                    program, k[:base], placement, prm, num_devices, chunk,
+                    state=ACCOUNTING_STATE[kernel])
                 return evaluation(g, placement, root, schedule, memory)
             schedule, start, end = fused_schedule(
                 program, k[:base], placement, prm, num_devices, scheduler, chunk,
-                state="memory" if decoder == "pallas_memory" else "registers")
+                state=KERNEL_STATE[kernel])
             memory = peak_memory(program, placement, schedule, prm.capacity, num_devices)
             return evaluation(g, placement, root, schedule, memory, start, end)
 
@@ -461,8 +465,11 @@ def _sharded(graph, keys, params, num_devices, mesh, axis, pinned, chunk, schedu
     return fn(graph, keys, jax.tree.map(jnp.asarray, params), pinned)
 
 
-DECODERS = ("auto", "dense", "loop", "pallas", "pallas_memory", "pallas_fused")
-LIST_ONLY_DECODERS = ("dense", "pallas_memory", "pallas_fused")  # they need scheduler="list"
+DECODERS = ("auto", "dense", "loop", "pallas", "pallas_memory", "pallas_fused", "pallas_tpu")
+# they need scheduler="list"
+LIST_ONLY_DECODERS = ("dense", "pallas_memory", "pallas_fused", "pallas_tpu")
+KERNEL_STATE = {"pallas": "registers", "pallas_memory": "memory"}  # then peak_memory
+ACCOUNTING_STATE = {"pallas_fused": "memory", "pallas_tpu": "tpu"}  # SPEC §3 in the kernel
 
 
 def _use_dense(bucket, num_devices: int, scheduler: str, decoder: str) -> bool:
@@ -476,11 +483,16 @@ def _use_dense(bucket, num_devices: int, scheduler: str, decoder: str) -> bool:
         bucket.num_ops, num_devices, scheduler, num_tensors=bucket.num_tensors))
 
 
-def _use_pallas(decoder: str) -> bool:
-    """Whether to schedule with a fused kernel (:mod:`gsched.costmodel.pallas_decode` for the
-    list scheduler, :mod:`gsched.costmodel.pallas_dynamic` for the §8.2 ones; any ``D``;
-    "auto" picks them on a GPU, ``pallas_applies``; interpreted on a CPU)."""
-    return decoder.startswith("pallas") or (decoder == "auto" and pallas_applies())
+def _fused_decoder(decoder: str) -> str | None:
+    """The fused kernel's decoder to schedule with, or None for the loops: ``decoder`` if it
+    names one (interpreted on a CPU); for "auto", ``"pallas"`` on a GPU
+    (:mod:`gsched.costmodel.pallas_decode` for the list scheduler,
+    :mod:`gsched.costmodel.pallas_dynamic` for the §8.2 ones; any ``D``; ``pallas_applies``).
+    On a TPU "auto" keeps the loop: ``"pallas_tpu"`` runs one chromosome after another on a
+    core, and no TPU has timed it against the loop yet (docs/design.md)."""
+    if decoder.startswith("pallas"):
+        return decoder
+    return "pallas" if decoder == "auto" and pallas_applies() else None
 
 
 @functools.partial(jax.jit, static_argnames=_STATIC + ("decoder", "batch"))
@@ -507,7 +519,9 @@ def evaluate_with_decoder(graph: PaddedGraph, keys: jnp.ndarray,
     Pallas' interpreter on a CPU, slow there), ``"pallas_memory"`` (the list scheduler's
     kernel with its lanes in memory, :mod:`gsched.costmodel.pallas_memory`) or
     ``"pallas_fused"`` (that kernel accounting SPEC §3's memory as it schedules, instead of
-    a walk after it: :mod:`gsched.costmodel.pallas_peaks`). Every decoder
+    a walk after it: :mod:`gsched.costmodel.pallas_peaks`) or ``"pallas_tpu"`` (the list
+    scheduler's kernel for TPUs, accounting SPEC §3 too: :mod:`gsched.costmodel.pallas_tpu`).
+    Every decoder
     gives the same results; with an event-driven scheduler "loop" runs
     :mod:`gsched.costmodel.dynamic`'s loop."""
     if mesh is not None:

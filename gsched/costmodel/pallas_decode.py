@@ -66,11 +66,13 @@ from gsched.costmodel.pallas_lexmin import lowers as lexmin_lowers
 from gsched.costmodel.memory import MemoryProfile, memory_profile
 from gsched.costmodel.pallas_memory import MEMORY_NUM_WARPS, memory_list_kernel
 from gsched.costmodel.pallas_peaks import peak_offsets, peak_tables
+from gsched.costmodel.pallas_tpu import check_smem, mosaic_call, smem_words, tpu_list_kernel
 from gsched.costmodel.params import CostParams
 from gsched.costmodel.schedule import (
     TIME_LO_BITS,
     Placement,
     Schedule,
+    decode_placement,
     entry_items,
     first_items,
     fixed_durations,
@@ -100,6 +102,12 @@ def pallas_applies(backend: str | None = None) -> bool:
     return lexmin_lowers()
 
 
+def slot_bound(num_ops: int, num_tensors: int, num_edges: int, num_devices: int) -> int:
+    """``V_p``: the most items that run, ``N + min(E, T·(D − 1))`` (an existing ``X(t, d)`` has
+    its own edge from ``t`` to a consumer on ``d``), rounded up to a power of two."""
+    return pl.next_power_of_2(num_ops + min(num_edges, num_tensors * (num_devices - 1)))
+
+
 class Slots(NamedTuple):
     """One chromosome's items as the kernels index them: by *slot*, the rank among the items
     that run (real ops, existing transfers), ``V_p`` of them (module docstring)."""
@@ -127,7 +135,7 @@ def ranked_slots(graph: PaddedGraph, keys: jnp.ndarray, placement: Placement,
     # At most N + min(E, T·(D − 1)) items run (an existing X(t, d) has its own edge
     # (t, consumer on d)), often a fraction of V = N + T·D.
     runs = jnp.concatenate([graph.op_mask, placement.transfer_exists.reshape(-1)])
-    vp = pl.next_power_of_2(n + min(e, t * (num_devices - 1)))
+    vp = slot_bound(n, t, e, num_devices)
     k = max(1, (vp - 1).bit_length())
     if (e + 1) << k > NEVER:
         raise ValueError(f"{vp} item slots and {e} edges overflow the kernel's 31-bit words")
@@ -260,21 +268,26 @@ def pallas_schedule(graph: PaddedGraph, keys: jnp.ndarray, placement: Placement,
 
 def pallas_schedule_and_memory(graph: PaddedGraph, keys: jnp.ndarray, placement: Placement,
                                params: CostParams, num_devices: int, chunk: int = KERNEL_CHUNK,
-                               interpret: bool | None = None, num_warps: int | None = None
-                               ) -> tuple[Schedule, MemoryProfile]:
-    """:func:`pallas_schedule` with the lanes in memory, the kernel also accounting SPEC §3's
-    memory as it schedules (:mod:`gsched.costmodel.pallas_peaks`): the schedule and its
+                               interpret: bool | None = None, num_warps: int | None = None,
+                               state: str = "memory") -> tuple[Schedule, MemoryProfile]:
+    """:func:`pallas_schedule` with the kernel also accounting SPEC §3's memory as it
+    schedules (:mod:`gsched.costmodel.pallas_peaks`): the schedule and its
     :class:`~gsched.costmodel.memory.MemoryProfile`, bit for bit :func:`pallas_schedule`'s and
-    :func:`~gsched.costmodel.memory.peak_memory`'s."""
+    :func:`~gsched.costmodel.memory.peak_memory`'s. ``state``: ``"memory"``, the Triton kernel
+    with its lanes in memory (:mod:`gsched.costmodel.pallas_memory`), or ``"tpu"``, the Mosaic
+    TPU kernel (:mod:`gsched.costmodel.pallas_tpu`: its words in vector registers, the rest in
+    scalar memory)."""
+    if state not in ("memory", "tpu"):
+        raise ValueError(f"unknown accounting kernel {state!r}; expected 'memory' or 'tpu'")
     return _list_schedule(graph, keys, placement, params, num_devices, chunk, interpret,
-                          num_warps, "memory", peaks=True)
+                          num_warps, state, peaks=True)
 
 
 def _list_schedule(graph: PaddedGraph, keys: jnp.ndarray, placement: Placement,
                    params: CostParams, num_devices: int, chunk: int, interpret: bool | None,
                    num_warps: int | None, state: str, peaks: bool = False):
     """``(schedule, memory profile or None)`` of the list kernel at ``state`` (with ``peaks``,
-    the memory kernel accounting as it schedules)."""
+    the kernel accounting as it schedules; the TPU kernel always does)."""
     slots, k, rows, unit, runtime_bound = list_inputs(graph, keys, placement, params,
                                                       num_devices, chunk)
     table, peak_kwargs = slots.successor, {}
@@ -289,6 +302,12 @@ def _list_schedule(graph: PaddedGraph, keys: jnp.ndarray, placement: Placement,
     if state == "registers":
         run = batched_kernel(_list_kernel, 1, k, chunk, interpret, num_warps,
                              num_devices=num_devices)
+    elif state == "tpu":
+        if not _interpreted(interpret):
+            check_smem(smem_words(slots.word.shape[0], rows.shape[1], table.shape[0],
+                                  peak_kwargs["tail"], peak_kwargs["fixed_scratch"]))
+        run = batched_kernel(tpu_list_kernel, 1, k, chunk, interpret, None, scratch=2,
+                             mosaic=True, num_devices=num_devices, never=NEVER, **peak_kwargs)
     else:
         run = batched_kernel(memory_list_kernel, 1, k, chunk, interpret,
                              num_warps or MEMORY_NUM_WARPS, scratch=3, num_devices=num_devices,
@@ -303,6 +322,24 @@ def _list_schedule(graph: PaddedGraph, keys: jnp.ndarray, placement: Placement,
         return schedule, None
     return schedule, memory_profile(fp.Fixed(tail[4::2], tail[5::2]), memory_unit,
                                     params.capacity)
+
+
+def tpu_smem_words(graph: PaddedGraph, num_devices: int, chunk: int = KERNEL_CHUNK) -> int:
+    """The SMEM words (:func:`~gsched.costmodel.pallas_tpu.smem_words`) the TPU kernel takes
+    per chromosome on ``graph``'s bucket: the shapes of its prologue's tables (static)."""
+    def tables(g, keys):
+        placement = decode_placement(g, keys, num_devices)
+        slots, _, rows, _, _ = list_inputs(g, keys, placement, CostParams(), num_devices, chunk)
+        columns, table, _ = peak_tables(g, placement, slots.item, num_devices, chunk)
+        return slots.word, rows, columns, slots.successor, table
+
+    keys = jax.ShapeDtypeStruct((graph.bucket.chromosome_length(num_devices),), jnp.float32)
+    word, rows, columns, successor, table = jax.eval_shape(tables, graph, keys)
+    at = peak_offsets(successor.shape[0], graph.edge_mask.shape[0], graph.tensor_mask.shape[0],
+                      num_devices, chunk)
+    return smem_words(word.shape[0], rows.shape[1] + columns.shape[1],
+                      successor.shape[0] + table.shape[0], 4 + 2 * num_devices,
+                      (at.num_counts,))
 
 
 def lane_widths(vp: int) -> tuple[int, ...]:
@@ -331,7 +368,7 @@ def default_num_warps(width: int) -> int:
 @functools.cache
 def batched_kernel(kernel, per_step: int, k: int, chunk: int, interpret: bool | None,
                    num_warps: int | None, scratch: int = 0, tail: int = 4,
-                   fixed_scratch: tuple[int, ...] = (), **params):
+                   fixed_scratch: tuple[int, ...] = (), mosaic: bool = False, **params):
     """A kernel over a batch: ``(word [B, V_p], rows [B, V_p, C], successor [B, Q + chunk],
     count [B], *lanes [B, V_p])`` → ``(*per-step outputs [B, V_p], tail [B, tail])``, all int32,
     vmapped over the batch (the grid) at the narrowest of :func:`lane_widths` that holds the
@@ -339,6 +376,8 @@ def batched_kernel(kernel, per_step: int, k: int, chunk: int, interpret: bool | 
     *per_step_refs, tail_ref, *scratch_refs, chunk=, k=, **params)`` schedules one chromosome
     at the width of its refs; ``scratch``: that many more ``[width]`` outputs the kernel uses
     as memory, dropped, then one of each size in ``fixed_scratch`` (whatever the width).
+    ``mosaic``: a Mosaic TPU kernel instead (:func:`~gsched.costmodel.pallas_tpu.mosaic_call`:
+    its scratch buffers are SMEM scratch, not outputs; ``num_warps`` unused).
     A :func:`~gsched.core.batching.flat_batch` function: vmapping it (over graphs, or a
     caller's own ``vmap``) merges the new axis into the batch, so the width stays one
     unbatched choice."""
@@ -348,15 +387,21 @@ def batched_kernel(kernel, per_step: int, k: int, chunk: int, interpret: bool | 
 
         def at_width(w):
             kw = max(1, (w - 1).bit_length())
-            call = _pallas_call(functools.partial(kernel, chunk=chunk, k=kw, **params), w,
-                                per_step, interpret, num_warps or default_num_warps(w),
-                                (w,) * scratch + fixed_scratch, tail)
+            body = functools.partial(kernel, chunk=chunk, k=kw, **params)
+            if mosaic:
+                call = mosaic_call(body, w, per_step, _interpreted(interpret), scratch, NEVER,
+                                   tail, fixed_scratch)
+            else:
+                call = _pallas_call(body, w, per_step, interpret,
+                                    num_warps or default_num_warps(w),
+                                    (w,) * scratch + fixed_scratch, tail)
 
             def run(word, rows, successor, *lanes):
                 narrow = jnp.where(word[:, :w] == NEVER, NEVER, jnp.left_shift(
                     jnp.right_shift(word[:, :w], k), kw) | (word[:, :w] & ((1 << kw) - 1)))
-                *steps, tail = jax.vmap(call)(narrow, rows[:, :w], successor,
-                                              *(x[:, :w] for x in lanes))[:per_step + 1]
+                batched = call if mosaic else jax.vmap(call)  # Mosaic's: its own grid
+                *steps, tail = batched(narrow, rows[:, :w], successor,
+                                       *(x[:, :w] for x in lanes))[:per_step + 1]
                 return (*(jnp.pad(x, ((0, 0), (0, vp - w))) for x in steps), tail)
 
             return run

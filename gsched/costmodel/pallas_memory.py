@@ -45,7 +45,7 @@ from jax.experimental.pallas import triton as plt
 
 from gsched.core import fixedpoint as fp
 from gsched.costmodel.pallas_lexmin import lexmin
-from gsched.costmodel.pallas_peaks import PeakOffsets, account, start_counts
+from gsched.costmodel.pallas_peaks import PeakOffsets, account, start_counts, triton_scalars
 from gsched.costmodel.schedule import TIME_LO_BITS
 
 MEMORY_NUM_WARPS = 1  # default warps per program: the kernel's vectors are [R] and [L] ≈ √V_p
@@ -113,8 +113,9 @@ def memory_list_kernel(word_ref, rows_ref, successor_ref, order_ref, tail_ref, s
         columns = [rows_ref[slot, column] for column in range(rows_ref.shape[1])]
         device, source, duration_hi, duration_lo, *inline, first, last = columns[:6 + chunk]
         if peaks is not None:  # first: its loads need only the row, none of what follows
-            memory = account(successor_ref, counts_ref[0], columns[6 + chunk:], device, source,
-                             memory, num_devices=num_devices, at=peaks)
+            memory = account(triton_scalars(successor_ref), triton_scalars(counts_ref[0]),
+                             columns[6 + chunk:], device, source, memory,
+                             num_devices=num_devices, at=peaks)
         start = fp.Fixed(start_hi, start_lo)  # the item's ready time, then its start
         uses = [(device == d) | (source == d) for d in range(num_devices)]
         for d in range(num_devices):

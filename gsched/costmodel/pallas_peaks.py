@@ -30,12 +30,13 @@ counts and sizes of the tensors they read. An item's reads are distinct copies (
 (tensor, consumer) edges are distinct: SPEC §1, checked by ``make_graph``, kept by fusion's
 contraction), so, as for the successor walk, no load in a step reads a store of the same
 step. The sums are the same integers as the walk's, so the peaks are
-identical bit for bit.
+identical bit for bit. :func:`account` reads and writes through :class:`Scalars`, so the TPU
+kernel (:mod:`gsched.costmodel.pallas_tpu`) runs the same accounting on its scalar memory.
 """
 
 from __future__ import annotations
 
-from typing import NamedTuple
+from typing import Callable, NamedTuple
 
 import jax
 import jax.numpy as jnp
@@ -125,6 +126,20 @@ def peak_offsets(start: int, num_edges: int, num_tensors: int, num_devices: int,
                        copies + -copies % COPY_BLOCK)
 
 
+class Scalars(NamedTuple):
+    """Scalar access to a kernel's ref, as its backend does it: ``load(i)`` and
+    ``store(i, value, valid)`` (nothing stored where ``valid`` is False)."""
+
+    load: Callable
+    store: Callable
+
+
+def triton_scalars(ref) -> Scalars:
+    """:class:`Scalars` of a 1-D ref in a Triton kernel (a masked store)."""
+    return Scalars(lambda i: ref[i], lambda i, value, valid: plt.store(ref.at[i], value,
+                                                                       mask=valid))
+
+
 def start_counts(table_ref, counts_ref, at: PeakOffsets):
     """Inside the kernel, before its first step: the copies' read counts into the scratch
     ``counts_ref [C_p]``, :data:`COPY_BLOCK` at a time."""
@@ -136,10 +151,11 @@ def start_counts(table_ref, counts_ref, at: PeakOffsets):
     lax.fori_loop(0, at.num_counts // COPY_BLOCK, copy, None)
 
 
-def account(table_ref, counts_ref, columns, device, source, memory, *, num_devices: int,
-            at: PeakOffsets):
-    """Inside the kernel, one step's SPEC §3 accounting (module docstring): ``columns``, the
-    item's row from its :data:`PEAK_COLUMNS` on (scalars); ``device``, where its usage is
+def account(table: Scalars, counts: Scalars, columns, device, source, memory, *,
+            num_devices: int, at: PeakOffsets):
+    """Inside the kernel, one step's SPEC §3 accounting (module docstring): ``table`` and
+    ``counts``, the entry table and the copies' read counts (:class:`Scalars`); ``columns``,
+    the item's row from its :data:`PEAK_COLUMNS` on (scalars); ``device``, where its usage is
     sampled, ``source``, where what it reads is (row columns); ``memory``, the devices' ``(live,
     peak)`` fixed-point scalars → the same after the step."""
     allocated, temporary, dead = (fp.Fixed(*columns[i:i + 2]) for i in range(0, 6, 2))
@@ -159,9 +175,9 @@ def account(table_ref, counts_ref, columns, device, source, memory, *, num_devic
         valid = tensor >= 0
         tensor = jnp.maximum(tensor, 0)
         copy = tensor * num_devices + source
-        left = counts_ref[copy] - 1
-        plt.store(counts_ref.at[copy], left, mask=valid)
-        size = fp.Fixed(table_ref[at.size_hi + tensor], table_ref[at.size_lo + tensor])
+        left = counts.load(copy) - 1
+        counts.store(copy, left, valid)
+        size = fp.Fixed(table.load(at.size_hi + tensor), table.load(at.size_lo + tensor))
         gone = valid & (left == 0)
         return [fp.where(gone & (source == d), fp.subtract(live[d], size, MEMORY_LO_BITS),
                          live[d]) for d in range(num_devices)]
@@ -172,7 +188,7 @@ def account(table_ref, counts_ref, columns, device, source, memory, *, num_devic
     def rest(carry):
         q, live = carry
         for j in range(chunk):
-            live = read(live, jnp.where(q + j < last, table_ref[at.reads + q + j], -1))
+            live = read(live, jnp.where(q + j < last, table.load(at.reads + q + j), -1))
         return q + chunk, live
 
     _, live = lax.while_loop(lambda c: c[0] < last, rest, (first, live))
