@@ -23,22 +23,27 @@ kernel, for the same inputs and bit for bit the same outputs as the list kernel
   time. A store whose successor is none (−1) goes to a sink slot past the last, so no store
   is predicated.
 
+SPEC §3's memory is accounted in the same step (:func:`~gsched.costmodel.pallas_peaks.account`,
+the ``pallas_fused`` decoder's, on SMEM: the copies' read counts are scratch), so the kernel
+returns the schedule and its memory profile (decoder ``"pallas_tpu"``).
+
 Blocks: one program per chromosome on an explicit grid marked parallel, each chromosome's
 arrays with a leading axis of one (``[1, n]``, SMEM) or the words' ``[R, 128]`` shape, so the
-blocks' last two dimensions equal the arrays' (:func:`mosaic_call`). The tables must fit SMEM, inputs and
-outputs double-buffered (:func:`smem_words`; 500 ops at D = 2 need ~0.19 MiB of v5e's
-1 MiB), or the call raises (:func:`check_smem`).
+blocks' last two dimensions equal the arrays' (:func:`mosaic_call`). The tables must fit SMEM,
+inputs and outputs double-buffered (:func:`smem_words`; 500 ops at D = 2 need 0.39 MiB of a
+v4–v6e core's 1 MiB, 2,000 ops 1.56 MiB), or a call on a TPU raises (:func:`check_smem`).
 
 On a TPU a ``pallas_call``'s grid runs one program after another on a core, unlike a GPU's
-SMs, which hold dozens at once, so this kernel evaluates one chromosome at a time; the loop
-decoder runs every chromosome of a population in each iteration. Which is faster at which
-population only a TPU can say, so "auto" keeps the loop there and ``make bench`` on a
+SMs, which hold several at once, so this kernel evaluates one chromosome at a time per core;
+the loop decoder runs every chromosome of a population in each iteration. Which is faster at
+which population only a TPU can say, so "auto" keeps the loop there and ``make bench`` on a
 TPU times both (docs/design.md).
 
 Verified without a TPU: bit for bit against the loop in Pallas' interpreter
 (``tests/test_pallas_memory.py``, ``eval.check_decoders --decoders pallas_tpu``), lowered
-through Mosaic (``tests/test_pallas_tpu.py``) and compiled by the real TPU compiler ahead of time on a CPU
-(libtpu, ``python -m eval.tpu_compile``, which needs the optional ``jax[tpu]``). Not timed.
+through Mosaic (``tests/test_pallas_tpu.py``) and compiled by the TPU compiler ahead of time
+on a CPU (libtpu, ``python -m eval.tpu_compile``, which needs the optional ``jax[tpu]``).
+Not timed.
 """
 
 from __future__ import annotations
@@ -56,7 +61,7 @@ from gsched.costmodel.pallas_peaks import PeakOffsets, Scalars, account
 from gsched.costmodel.schedule import TIME_LO_BITS
 
 LANES = 128  # the vector registers' minor dimension
-SMEM_FRACTION = 0.9  # of the chip's SMEM the tables may take ("auto"; the rest: the compiler's)
+SMEM_FRACTION = 0.9  # of a core's SMEM the tables may take (check_smem; the rest: the compiler's)
 
 
 def smem_words(vp: int, columns: int, entries: int, tail: int = 4,
