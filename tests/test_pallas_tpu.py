@@ -2,7 +2,7 @@
 with the loop (tests/test_pallas_memory.py runs those in Pallas' interpreter): lowered for a
 TPU through Pallas' Mosaic backend on the CPU (one call per lane width), compiled by libtpu
 for a TPU v5e ahead of time where the optional jax[tpu] is installed (skipped otherwise; no
-TPU needed), and tables too big for a TPU's scalar memory refused with a clear error."""
+TPU needed); tables too big for a TPU's scalar memory, and a GPU, refused with a clear error."""
 
 from __future__ import annotations
 
@@ -77,6 +77,13 @@ def test_tables_too_big_for_the_scalar_memory_are_refused(monkeypatch):
         fn.trace(keys)
     monkeypatch.setattr(pallas_tpu, "smem_capacity", lambda: 1024 * 1024)
     fn.trace(keys)  # fits v5e's 1 MiB
+
+
+def test_a_gpu_is_told_to_use_its_own_kernels(monkeypatch):
+    monkeypatch.setattr(jax, "default_backend", lambda: "gpu")
+    fn, keys = population(1, shape=(2,))
+    with pytest.raises(NotImplementedError, match="on a GPU use decoder 'pallas'"):
+        fn.trace(keys)
 
 
 def test_the_smem_estimate_counts_double_buffered_tables():

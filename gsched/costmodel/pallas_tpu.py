@@ -109,6 +109,9 @@ def mosaic_call(kernel, width: int, per_step: int, interpret: bool, scratch: int
     outputs ``[1, R·128]`` and ``[1, tail]`` (SMEM), then ``scratch`` SMEM buffers of
     ``R·128 + 1`` words and one of ``size + 1`` for each of ``fixed_scratch`` (the last word of
     each: a sink for stores that go nowhere); ``never``: the word of the extra lanes."""
+    if not interpret and jax.default_backend() == "gpu":
+        raise NotImplementedError("the TPU kernel is written for Pallas' Mosaic TPU backend; on "
+                                  "a GPU use decoder 'pallas' or 'pallas_fused'")
     lanes = -(-width // LANES) * LANES
 
     def block(shape, memory_space):
