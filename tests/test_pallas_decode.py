@@ -144,17 +144,19 @@ def test_padding_into_a_larger_bucket_changes_nothing(scheduler):
     np.testing.assert_array_equal(np.asarray(a.placement), np.asarray(b.placement)[:, :24])
 
 
-def test_compiles_once_per_bucket():
+@pytest.mark.parametrize("decoder, schedulers", [("pallas", ("list", "priority")),
+                                                 ("pallas_tpu", ("list",))])
+def test_compiles_once_per_bucket(decoder, schedulers):
     rng = np.random.default_rng(7)
     fn = evaluate_module._evaluate_decoder
     before = fn._cache_size()
     for n in (9, 15, 22):
         g = random_computation_graph(n, rng)
         keys = pad_keys(rng.random((3, g.chromosome_length(2))), g, BUCKET, 2)
-        for scheduler in ("list", "priority"):
+        for scheduler in schedulers:
             evaluate_with_decoder(pad_graph(g, BUCKET), keys, PARAMS, num_devices=2,
-                                  decoder="pallas", scheduler=scheduler)
-    assert fn._cache_size() - before == 2
+                                  decoder=decoder, scheduler=scheduler)
+    assert fn._cache_size() - before == len(schedulers)
 
 
 WORKED_EXAMPLE = [  # SPEC §5: (D, keys, order, device peaks, runtime)

@@ -1,9 +1,9 @@
 """The TPU list kernel (gsched.costmodel.pallas_tpu, decoder "pallas_tpu") beyond its identity
-with the loop (tests/test_pallas_memory.py runs those in Pallas' interpreter): lowered for a
-TPU through Pallas' Mosaic backend on the CPU (one call per lane width), compiled by libtpu
-for a TPU v5e ahead of time where the optional jax[tpu] is installed (skipped otherwise; no
-TPU needed); one compile per bucket; tables too big for a TPU's scalar memory, and a GPU,
-refused with a clear error."""
+with the loop (tests/test_pallas_memory.py runs those in Pallas' interpreter;
+tests/test_pallas_decode.py checks one compile per bucket): lowered for a TPU through Pallas'
+Mosaic backend on the CPU (one call per lane width), compiled by libtpu for a TPU v5e ahead of
+time where the optional jax[tpu] is installed (skipped otherwise; no TPU needed); tables too
+big for a TPU's scalar memory, and a GPU, refused with a clear error."""
 
 from __future__ import annotations
 
@@ -13,9 +13,7 @@ import numpy as np
 import pytest
 
 from gsched.costmodel import pallas_tpu
-from gsched.core.padding import bucket_for, pad_graph, pad_keys
-from gsched.costmodel import evaluate as evaluate_module
-from gsched.costmodel.evaluate import evaluate_with_decoder
+from gsched.core.padding import bucket_for, pad_graph
 from gsched.costmodel.pallas_decode import pallas_schedule_and_memory, tpu_smem_words
 from gsched.costmodel.schedule import decode_placement
 from gsched.generators import random_computation_graph
@@ -80,18 +78,6 @@ def test_tables_too_big_for_the_scalar_memory_are_refused(monkeypatch):
         fn.trace(keys)
     monkeypatch.setattr(pallas_tpu, "smem_capacity", lambda: 1024 * 1024)
     fn.trace(keys)  # fits v5e's 1 MiB
-
-
-def test_compiles_once_per_bucket():
-    rng = np.random.default_rng(7)
-    fn = evaluate_module._evaluate_decoder
-    before = fn._cache_size()
-    for n in (9, 15, 22):
-        g = random_computation_graph(n, rng)
-        keys = pad_keys(rng.random((3, g.chromosome_length(2))), g, BUCKET, 2)
-        evaluate_with_decoder(pad_graph(g, BUCKET), keys, PARAMS, num_devices=2,
-                              decoder="pallas_tpu")
-    assert fn._cache_size() - before == 1
 
 
 def test_a_gpu_is_told_to_use_its_own_kernels(monkeypatch):
