@@ -69,7 +69,6 @@ from gsched.costmodel.pallas_peaks import peak_offsets, peak_tables
 from gsched.costmodel.pallas_tpu import check_smem, mosaic_call, smem_words, tpu_list_kernel
 from gsched.costmodel.params import CostParams
 from gsched.costmodel.schedule import (
-    TIME_LO_BITS,
     Placement,
     Schedule,
     decode_placement,
@@ -78,6 +77,7 @@ from gsched.costmodel.schedule import (
     fixed_durations,
     inline_columns,
     item_devices,
+    kernel_step_times,
     item_priorities,
     op_indegrees,
     rank_items,
@@ -493,15 +493,11 @@ def _list_kernel(word_ref, rows_ref, successor_ref, order_ref, tail_ref, *, num_
         device, source, duration_hi, duration_lo, *columns = (
             rows_ref[slot, column] for column in range(6 + chunk))
         this = lane == slot
-        start = fp.Fixed(start_hi, start_lo)  # the item's ready time, then its start
-        uses = [(device == d) | (source == d) for d in range(num_devices)]
-        for d in range(num_devices):
-            start = fp.where(uses[d], fp.maximum(start, free[d]), start)
-        end = fp.add(start, fp.Fixed(duration_hi, duration_lo), TIME_LO_BITS)
+        end, free = kernel_step_times(fp.Fixed(start_hi, start_lo), free, device, source,
+                                      fp.Fixed(duration_hi, duration_lo), num_devices)
         word, ready = walk_successors(successor_ref, lane, k, columns, end,
                                       jnp.where(this, NEVER, word),
                                       fp.Fixed(ready_hi, ready_lo), ends_grow=True)
-        free = [fp.where(uses[d], end, free[d]) for d in range(num_devices)]
         return (s + 1, *lexmin([word], [ready.hi, ready.lo]), word, ready.hi, ready.lo,
                 *(x for time in free for x in time))
 

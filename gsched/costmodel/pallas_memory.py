@@ -46,7 +46,7 @@ from jax.experimental.pallas import triton as plt
 from gsched.core import fixedpoint as fp
 from gsched.costmodel.pallas_lexmin import lexmin
 from gsched.costmodel.pallas_peaks import PeakOffsets, account, start_counts, triton_scalars
-from gsched.costmodel.schedule import TIME_LO_BITS
+from gsched.costmodel.schedule import kernel_step_times
 
 MEMORY_NUM_WARPS = 1  # default warps per program: the kernel's vectors are [R] and [L] ≈ √V_p
 
@@ -116,11 +116,8 @@ def memory_list_kernel(word_ref, rows_ref, successor_ref, order_ref, tail_ref, s
             memory = account(triton_scalars(successor_ref), triton_scalars(counts_ref[0]),
                              columns[6 + chunk:], device, source, memory,
                              num_devices=num_devices, at=peaks)
-        start = fp.Fixed(start_hi, start_lo)  # the item's ready time, then its start
-        uses = [(device == d) | (source == d) for d in range(num_devices)]
-        for d in range(num_devices):
-            start = fp.where(uses[d], fp.maximum(start, free[d]), start)
-        end = fp.add(start, fp.Fixed(duration_hi, duration_lo), TIME_LO_BITS)
+        end, after = kernel_step_times(fp.Fixed(start_hi, start_lo), free, device, source,
+                                       fp.Fixed(duration_hi, duration_lo), num_devices)
         # Retire the item; its row's minimum from the row, the item left out.
         row = jnp.right_shift(slot, shift)
         base = row * lanes
@@ -139,10 +136,9 @@ def memory_list_kernel(word_ref, rows_ref, successor_ref, order_ref, tail_ref, s
             return q + chunk, minima
 
         _, minima = lax.while_loop(lambda c: c[0] < last, rest, (first, minima))
-        free = tuple(fp.where(uses[d], end, free[d]) for d in range(num_devices))
         if barrier:
             plt.debug_barrier()
-        return (s + 1, *lexmin([minima[0]], [minima[1], minima[2]]), minima, free, memory)
+        return (s + 1, *lexmin([minima[0]], [minima[1], minima[2]]), minima, after, memory)
 
     zero = jnp.int32(0)
     nothing = tuple(fp.Fixed(zero, zero) for _ in range(num_devices))

@@ -58,7 +58,7 @@ from jax.experimental.pallas import tpu as pltpu
 
 from gsched.core import fixedpoint as fp
 from gsched.costmodel.pallas_peaks import PeakOffsets, Scalars, account
-from gsched.costmodel.schedule import TIME_LO_BITS
+from gsched.costmodel.schedule import kernel_step_times
 
 LANES = 128  # the vector registers' minor dimension
 SMEM_FRACTION = 0.9  # of a core's SMEM the tables may take (check_smem; the rest: the compiler's)
@@ -186,14 +186,14 @@ def tpu_list_kernel(word_ref, rows_ref, successor_ref, order_ref, tail_ref, read
         counts_ref[0, i] = successor_ref[0, peaks.counts + i]
 
     lax.fori_loop(0, peaks.num_counts, copy, None)
-    table, counts = smem_scalars(successor_ref), smem_scalars(counts_ref)
+    table, counts, ready_hi, ready_lo = (smem_scalars(ref) for ref in (
+        successor_ref, counts_ref, ready_hi_ref, ready_lo_ref))
 
     def lower(word, target, end):
         """A firing successor ``target`` (−1: none) loses a dependency and is ready at
-        ``end`` (stored in the sink slot ``lanes`` for none)."""
-        at = jnp.where(target >= 0, target, lanes)
-        ready_hi_ref[0, at] = end.hi
-        ready_lo_ref[0, at] = end.lo
+        ``end`` (stored in the sink slot for none)."""
+        ready_hi.store(target, end.hi, target >= 0)
+        ready_lo.store(target, end.lo, target >= 0)
         return jnp.where(lane == target, word - (1 << k), word)
 
     def step(carry):
@@ -204,11 +204,9 @@ def tpu_list_kernel(word_ref, rows_ref, successor_ref, order_ref, tail_ref, read
         device, source, duration_hi, duration_lo, *inline, first, last = row[:6 + chunk]
         memory = account(table, counts, row[6 + chunk:], device, source, memory,
                          num_devices=num_devices, at=peaks)
-        start = fp.Fixed(ready_hi_ref[0, slot], ready_lo_ref[0, slot])
-        uses = [(device == d) | (source == d) for d in range(num_devices)]
-        for d in range(num_devices):
-            start = fp.where(uses[d], fp.maximum(start, free[d]), start)
-        end = fp.add(start, fp.Fixed(duration_hi, duration_lo), TIME_LO_BITS)
+        ready = fp.Fixed(ready_hi.load(slot), ready_lo.load(slot))
+        end, after = kernel_step_times(ready, free, device, source,
+                                       fp.Fixed(duration_hi, duration_lo), num_devices)
         word = jnp.where(lane == slot, never, word)
         for target in inline:
             word = lower(word, target, end)
@@ -220,8 +218,7 @@ def tpu_list_kernel(word_ref, rows_ref, successor_ref, order_ref, tail_ref, read
             return q + chunk, word
 
         _, word = lax.while_loop(lambda c: c[0] < last, rest, (first, word))
-        free = tuple(fp.where(uses[d], end, free[d]) for d in range(num_devices))
-        return s + 1, jnp.min(word), word, free, memory
+        return s + 1, jnp.min(word), word, after, memory
 
     word = word_ref[...]
     zero = jnp.int32(0)

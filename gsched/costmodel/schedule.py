@@ -342,6 +342,19 @@ def entry_items(graph: PaddedGraph, num_devices: int) -> tuple[jnp.ndarray, ...]
             jnp.concatenate([op_end, xfer_end]))
 
 
+def kernel_step_times(ready: fp.Fixed, free, device, source, duration: fp.Fixed,
+                      num_devices: int) -> tuple[fp.Fixed, tuple]:
+    """Inside a fused list kernel, SPEC §4 for one item (scalars): it starts once it is
+    ``ready`` and every device it uses (``device``, and a transfer's ``source``) is free
+    (``free``: ``D`` fixed-point times) → ``(end, the devices' free times after it)``."""
+    uses = [(device == d) | (source == d) for d in range(num_devices)]
+    start = ready
+    for d in range(num_devices):
+        start = fp.where(uses[d], fp.maximum(start, free[d]), start)
+    end = fp.add(start, duration, TIME_LO_BITS)
+    return end, tuple(fp.where(uses[d], end, free[d]) for d in range(num_devices))
+
+
 def inline_columns(table: jnp.ndarray, first: jnp.ndarray, last: jnp.ndarray,
                    chunk: int) -> jnp.ndarray:
     """``[R, chunk + 2]``: for each of ``R`` rows with a range ``[first, last)`` of ``table``
