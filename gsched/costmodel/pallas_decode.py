@@ -298,7 +298,7 @@ def _list_schedule(graph: PaddedGraph, keys: jnp.ndarray, placement: Placement,
                           num_devices, chunk)
         rows, table = (jnp.concatenate(x, axis=-1) for x in ((rows, columns),
                                                               (table, peak_table)))
-        peak_kwargs = dict(tail=4 + 2 * num_devices, fixed_scratch=(at.num_counts,), peaks=at)
+        peak_kwargs = _accounting_layout(at, num_devices)
     if state == "registers":
         run = batched_kernel(_list_kernel, 1, k, chunk, interpret, num_warps,
                              num_devices=num_devices)
@@ -337,9 +337,17 @@ def tpu_smem_words(graph: PaddedGraph, num_devices: int, chunk: int = KERNEL_CHU
     word, rows, columns, successor, table = jax.eval_shape(tables, graph, keys)
     at = peak_offsets(successor.shape[0], graph.edge_mask.shape[0], graph.tensor_mask.shape[0],
                       num_devices, chunk)
+    layout = _accounting_layout(at, num_devices)
     return smem_words(word.shape[0], rows.shape[1] + columns.shape[1],
-                      successor.shape[0] + table.shape[0], 4 + 2 * num_devices,
-                      (at.num_counts,))
+                      successor.shape[0] + table.shape[0], layout["tail"],
+                      layout["fixed_scratch"])
+
+
+def _accounting_layout(at, num_devices: int) -> dict:
+    """The static arguments of an accounting kernel (``batched_kernel``'s keywords): a tail
+    of ``4 + 2·D`` (makespan hi, lo, steps, 0, then each device's peak hi, lo), the read-count
+    scratch and the table regions ``at`` (:class:`~gsched.costmodel.pallas_peaks.PeakOffsets`)."""
+    return dict(tail=4 + 2 * num_devices, fixed_scratch=(at.num_counts,), peaks=at)
 
 
 def lane_widths(vp: int) -> tuple[int, ...]:
