@@ -438,7 +438,8 @@ def test_tiny_durations_and_sizes_match_reference(scale, size_scale, setting):
     padded, batch = pad_graph(graph, bucket), pad_keys(np.float32(keys)[None], graph, bucket, 2)
     params = CostParams(**setting)
     loop = evaluate_with_decoder(padded, batch, params, num_devices=2, decoder="loop")
-    for decoder in ("dense", "pallas", "pallas_memory", "pallas_fused", "pallas_tpu"):
+    for decoder in ("dense", "pallas", "pallas_memory", "pallas_lanes", "pallas_fused",
+                    "pallas_lanes_fused", "pallas_tpu"):
         assert_identical(evaluate_with_decoder(padded, batch, params, num_devices=2,
                                                decoder=decoder), loop)
 
@@ -502,8 +503,8 @@ def test_every_decoder_matches_reference_on_moccasin_graphs():
             wants = [ref.decode(graph, [float(x) for x in k], d, latency=params.latency,
                                 bandwidth=params.bandwidth) for k in keys]
             batch = jnp.asarray(np.stack([pad_keys(k, graph, bucket, d) for k in keys]))
-            for decoder in ("loop", "dense", "pallas", "pallas_memory", "pallas_fused",
-                            "pallas_tpu"):
+            for decoder in ("loop", "dense", "pallas", "pallas_memory", "pallas_lanes",
+                            "pallas_fused", "pallas_lanes_fused", "pallas_tpu"):
                 ev = evaluate_with_decoder(padded, batch, params, num_devices=d,
                                            decoder=decoder)
                 for i, want in enumerate(wants):

@@ -145,7 +145,8 @@ def test_padding_into_a_larger_bucket_changes_nothing(scheduler):
 
 
 @pytest.mark.parametrize("decoder, schedulers", [("pallas", ("list", "priority")),
-                                                 ("pallas_tpu", ("list",))])
+                                                 ("pallas_tpu", ("list",)),
+                                                 ("pallas_lanes", ("list",))])
 def test_compiles_once_per_bucket(decoder, schedulers):
     rng = np.random.default_rng(7)
     fn = evaluate_module._evaluate_decoder

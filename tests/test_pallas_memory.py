@@ -1,11 +1,14 @@
 """The list scheduler's other kernels: with its lanes in memory (gsched.costmodel.pallas_memory,
 decoder "pallas_memory"), that kernel accounting SPEC §3's memory as it schedules
-(gsched.costmodel.pallas_peaks, decoder "pallas_fused") and the TPU kernel
-(gsched.costmodel.pallas_tpu, decoder "pallas_tpu"), in Pallas' interpreter on the CPU,
+(gsched.costmodel.pallas_peaks, decoder "pallas_fused"), the TPU kernel
+(gsched.costmodel.pallas_tpu, decoder "pallas_tpu") and the kernel with a chromosome per lane
+(gsched.costmodel.pallas_lanes, decoders "pallas_lanes" and, accounting the memory,
+"pallas_lanes_fused"), in Pallas' interpreter on the CPU,
 against the loop: every Evaluation field bit for bit for D = 1, 2, 3 with program inputs, exact
 key ties, pinned ops, fusion, batches of graphs, padding, chains across devices and rows wider
 than a warp; the memory kernels' row layout and their lowering for a GPU (Triton; lowering
-only, no GPU here). The TPU kernel's own tests: tests/test_pallas_tpu.py."""
+only, no GPU here). The TPU kernel's own tests: tests/test_pallas_tpu.py; the lane kernel's:
+tests/test_pallas_lanes.py."""
 
 from __future__ import annotations
 
@@ -25,8 +28,7 @@ from tests.graphs import assert_identical, chain, with_inputs
 from tests.test_pallas_decode import BUCKET, PARAMS, small_graphs, tie_keys
 
 
-DECODERS = ("pallas_memory", "pallas_fused", "pallas_tpu")
-MEMORY_DECODERS = DECODERS[:2]  # the Triton ones
+DECODERS = ("pallas_memory", "pallas_fused", "pallas_tpu", "pallas_lanes", "pallas_lanes_fused")
 
 
 def compare(padded, keys, d, params=PARAMS, decoder="pallas_memory", **kwargs):
@@ -106,27 +108,31 @@ def test_rows_wider_than_a_warp(decoder):
     compare(pad_graph(graph, bucket), keys, 2, decoder=decoder)
 
 
-@pytest.mark.parametrize("decoder", MEMORY_DECODERS)
+@pytest.mark.parametrize("decoder, state, grid", [
+    ("pallas_memory", "memory", 70), ("pallas_fused", "memory", 70), ("pallas_lanes", "lanes", 3),
+    ("pallas_lanes_fused", "lanes", 3)])
 @pytest.mark.parametrize("d", [2, 3])
-def test_lowers_for_a_gpu_through_triton_with_one_warp(d, decoder):
+def test_lowers_for_a_gpu_through_triton_with_one_warp(d, decoder, state, grid):
     rng = np.random.default_rng(8)
     graph = random_computation_graph(20, rng)
     padded = jax.tree.map(jnp.asarray, pad_graph(graph, BUCKET))
-    keys = tie_keys(rng, graph, 10, d).reshape(2, 5, -1)
+    keys = tie_keys(rng, graph, 70, d).reshape(2, 35, -1)
     params = jax.tree.map(jnp.asarray, PARAMS)
 
     def one(k):
         placement = decode_placement(padded, k, d)
-        if decoder == "pallas_fused":  # tail 4 + 2·D: 8, or 10 (not a power of two)
-            return pallas_schedule_and_memory(padded, k, placement, params, d, interpret=False)
+        if decoder.endswith("fused"):  # tail 4 + 2·D: 8, or 10 (not a power of two)
+            return pallas_schedule_and_memory(padded, k, placement, params, d, interpret=False,
+                                              state=state)
         return fused_schedule(padded, k, placement, params, d, "list", interpret=False,
-                              state="memory")
+                              state=state)
 
     text = jax.jit(jax.vmap(jax.vmap(one))).trace(keys).lower(
         lowering_platforms=("cuda",)).as_text()
-    # One call per lane width (V_p = 128: 128, 64, 32), a grid of 10 programs of one warp.
+    # One call per lane width (V_p = 128: 128, 64, 32), of one warp per program: a program per
+    # chromosome, or per 32 chromosomes (70 in 3 programs).
     assert text.count("xla.gpu.triton") == 3
-    assert "grid_x = 10 : i32, grid_y = 1 : i32" in text and "num_warps = 1" in text
+    assert f"grid_x = {grid} : i32, grid_y = 1 : i32" in text and "num_warps = 1" in text
 
 
 @pytest.mark.parametrize("decoder", DECODERS)

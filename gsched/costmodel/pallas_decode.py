@@ -64,6 +64,7 @@ from gsched.core.padding import PaddedGraph
 from gsched.costmodel.pallas_lexmin import lexmin
 from gsched.costmodel.pallas_lexmin import lowers as lexmin_lowers
 from gsched.costmodel.memory import MemoryProfile, memory_profile
+from gsched.costmodel.pallas_lanes import LANES_NUM_WARPS, lanes_call, lanes_list_kernel
 from gsched.costmodel.pallas_memory import MEMORY_NUM_WARPS, memory_list_kernel
 from gsched.costmodel.pallas_peaks import peak_offsets, peak_tables
 from gsched.costmodel.pallas_tpu import check_smem, mosaic_call, smem_words, tpu_list_kernel
@@ -258,10 +259,12 @@ def pallas_schedule(graph: PaddedGraph, keys: jnp.ndarray, placement: Placement,
     iteration; ``interpret``: run the kernel in Pallas' interpreter (default: on a CPU, where
     nothing else runs it); ``num_warps``: Triton warps per program (default
     :func:`default_num_warps` of the width run); ``state``: where the kernel keeps its lanes,
-    ``"registers"`` (this module's kernel) or ``"memory"``
-    (:mod:`gsched.costmodel.pallas_memory`'s)."""
-    if state not in ("registers", "memory"):
-        raise ValueError(f"unknown kernel state {state!r}; expected 'registers' or 'memory'")
+    ``"registers"`` (this module's kernel), ``"memory"``
+    (:mod:`gsched.costmodel.pallas_memory`'s) or ``"lanes"`` (one chromosome per lane,
+    :mod:`gsched.costmodel.pallas_lanes`)."""
+    if state not in ("registers", "memory", "lanes"):
+        raise ValueError(f"unknown kernel state {state!r}; expected 'registers', 'memory' or "
+                         "'lanes'")
     return _list_schedule(graph, keys, placement, params, num_devices, chunk, interpret,
                           num_warps, state)[0]
 
@@ -274,11 +277,13 @@ def pallas_schedule_and_memory(graph: PaddedGraph, keys: jnp.ndarray, placement:
     schedules (:mod:`gsched.costmodel.pallas_peaks`): the schedule and its
     :class:`~gsched.costmodel.memory.MemoryProfile`, bit for bit :func:`pallas_schedule`'s and
     :func:`~gsched.costmodel.memory.peak_memory`'s. ``state``: ``"memory"``, the Triton kernel
-    with its lanes in memory (:mod:`gsched.costmodel.pallas_memory`), or ``"tpu"``, the Mosaic
+    with its lanes in memory (:mod:`gsched.costmodel.pallas_memory`), ``"tpu"``, the Mosaic
     TPU kernel (:mod:`gsched.costmodel.pallas_tpu`: its words in vector registers, the rest in
-    scalar memory)."""
-    if state not in ("memory", "tpu"):
-        raise ValueError(f"unknown accounting kernel {state!r}; expected 'memory' or 'tpu'")
+    scalar memory), or ``"lanes"``, the Triton kernel with one chromosome per lane
+    (:mod:`gsched.costmodel.pallas_lanes`)."""
+    if state not in ("memory", "tpu", "lanes"):
+        raise ValueError(f"unknown accounting kernel {state!r}; expected 'memory', 'tpu' or "
+                         "'lanes'")
     return _list_schedule(graph, keys, placement, params, num_devices, chunk, interpret,
                           num_warps, state, peaks=True)
 
@@ -302,6 +307,9 @@ def _list_schedule(graph: PaddedGraph, keys: jnp.ndarray, placement: Placement,
     if state == "registers":
         run = batched_kernel(_list_kernel, 1, k, chunk, interpret, num_warps,
                              num_devices=num_devices)
+    elif state == "lanes":
+        run = batched_kernel(lanes_list_kernel, 1, k, chunk, interpret, num_warps, lanes=True,
+                             num_devices=num_devices, **peak_kwargs)
     elif state == "tpu":
         if not _interpreted(interpret):
             check_smem(smem_words(slots.word.shape[0], rows.shape[1], table.shape[0],
@@ -376,27 +384,33 @@ def default_num_warps(width: int) -> int:
 @functools.cache
 def batched_kernel(kernel, per_step: int, k: int, chunk: int, interpret: bool | None,
                    num_warps: int | None, scratch: int = 0, tail: int = 4,
-                   fixed_scratch: tuple[int, ...] = (), mosaic: bool = False, **params):
+                   fixed_scratch: tuple[int, ...] = (), mosaic: bool = False,
+                   lanes: bool = False, **params):
     """A kernel over a batch: ``(word [B, V_p], rows [B, V_p, C], successor [B, Q + chunk],
-    count [B], *lanes [B, V_p])`` → ``(*per-step outputs [B, V_p], tail [B, tail])``, all int32,
-    vmapped over the batch (the grid) at the narrowest of :func:`lane_widths` that holds the
-    whole batch (one ``lax.switch``). ``kernel(word_ref, rows_ref, successor_ref, *lane_refs,
+    count [B], *lane_state [B, V_p])`` → ``(*per-step outputs [B, V_p], tail [B, tail])``, all
+    int32, vmapped over the batch (the grid) at the narrowest of :func:`lane_widths` that holds
+    the whole batch (one ``lax.switch``). ``kernel(word_ref, rows_ref, successor_ref, *lane_refs,
     *per_step_refs, tail_ref, *scratch_refs, chunk=, k=, **params)`` schedules one chromosome
     at the width of its refs; ``scratch``: that many more ``[width]`` outputs the kernel uses
     as memory, dropped, then one of each size in ``fixed_scratch`` (whatever the width).
     ``mosaic``: a Mosaic TPU kernel instead (:func:`~gsched.costmodel.pallas_tpu.mosaic_call`:
-    its scratch buffers are SMEM scratch, not outputs; ``num_warps`` unused).
+    its scratch buffers are SMEM scratch, not outputs; ``num_warps`` unused); ``lanes``: a
+    kernel with one chromosome per lane (:func:`~gsched.costmodel.pallas_lanes.lanes_call`;
+    ``per_step`` 1, no scratch).
     A :func:`~gsched.core.batching.flat_batch` function: vmapping it (over graphs, or a
     caller's own ``vmap``) merges the new axis into the batch, so the width stays one
     unbatched choice."""
 
-    def decode(word, rows, successor, count, *lanes):
+    def decode(word, rows, successor, count, *lane_state):
         vp = word.shape[1]
 
         def at_width(w):
             kw = max(1, (w - 1).bit_length())
             body = functools.partial(kernel, chunk=chunk, k=kw, **params)
-            if mosaic:
+            if lanes:
+                call = lanes_call(body, w, kw, _interpreted(interpret),
+                                  num_warps or LANES_NUM_WARPS, tail, params.get("peaks"))
+            elif mosaic:
                 call = mosaic_call(body, w, per_step, _interpreted(interpret), scratch, NEVER,
                                    tail, fixed_scratch)
             else:
@@ -404,19 +418,22 @@ def batched_kernel(kernel, per_step: int, k: int, chunk: int, interpret: bool | 
                                     num_warps or default_num_warps(w),
                                     (w,) * scratch + fixed_scratch, tail)
 
-            def run(word, rows, successor, *lanes):
+            def run(word, rows, successor, count, *lane_state):
                 narrow = jnp.where(word[:, :w] == NEVER, NEVER, jnp.left_shift(
                     jnp.right_shift(word[:, :w], k), kw) | (word[:, :w] & ((1 << kw) - 1)))
-                batched = call if mosaic else jax.vmap(call)  # Mosaic's: its own grid
-                *steps, tail = batched(narrow, rows[:, :w], successor,
-                                       *(x[:, :w] for x in lanes))[:per_step + 1]
+                if lanes:
+                    *steps, tail = call(narrow, rows[:, :w], successor, count)
+                else:
+                    batched = call if mosaic else jax.vmap(call)  # Mosaic's: its own grid
+                    *steps, tail = batched(narrow, rows[:, :w], successor,
+                                           *(x[:, :w] for x in lane_state))[:per_step + 1]
                 return (*(jnp.pad(x, ((0, 0), (0, vp - w))) for x in steps), tail)
 
             return run
 
         widths = lane_widths(vp)
         return lax.switch(lane_width_index(count, widths), [at_width(w) for w in widths],
-                          word, rows, successor, *lanes)
+                          word, rows, successor, count, *lane_state)
 
     return flat_batch(decode)
 

@@ -31,7 +31,9 @@ counts and sizes of the tensors they read. An item's reads are distinct copies (
 contraction), so, as for the successor walk, no load in a step reads a store of the same
 step. The sums are the same integers as the walk's, so the peaks are
 identical bit for bit. :func:`account` reads and writes through :class:`Scalars`, so the TPU
-kernel (:mod:`gsched.costmodel.pallas_tpu`) runs the same accounting on its scalar memory.
+kernel (:mod:`gsched.costmodel.pallas_tpu`) runs the same accounting on its scalar memory, and
+the kernel with one chromosome per lane (:mod:`gsched.costmodel.pallas_lanes`, decoder
+``"pallas_lanes_fused"``) on ``[32]`` vectors, each lane its own chromosome's counts.
 """
 
 from __future__ import annotations
@@ -152,12 +154,14 @@ def start_counts(table_ref, counts_ref, at: PeakOffsets):
 
 
 def account(table: Scalars, counts: Scalars, columns, device, source, memory, *,
-            num_devices: int, at: PeakOffsets):
+            num_devices: int, at: PeakOffsets, walking: Callable = lambda more: more):
     """Inside the kernel, one step's SPEC §3 accounting (module docstring): ``table`` and
     ``counts``, the entry table and the copies' read counts (:class:`Scalars`); ``columns``,
     the item's row from its :data:`PEAK_COLUMNS` on (scalars); ``device``, where its usage is
-    sampled, ``source``, where what it reads is (row columns); ``memory``, the devices' ``(live,
-    peak)`` fixed-point scalars → the same after the step."""
+    sampled (−1: nowhere), ``source``, where what it reads is (row columns); ``memory``, the
+    devices' ``(live, peak)`` fixed-point scalars → the same after the step. The values may
+    also be vectors, one item per lane (:mod:`gsched.costmodel.pallas_lanes`): ``walking``
+    then turns the lanes' "reads left" into the loop's one predicate."""
     allocated, temporary, dead = (fp.Fixed(*columns[i:i + 2]) for i in range(0, 6, 2))
     *inline, first, last = columns[PEAK_COLUMNS:]
     chunk = len(inline)
@@ -188,8 +192,10 @@ def account(table: Scalars, counts: Scalars, columns, device, source, memory, *,
     def rest(carry):
         q, live = carry
         for j in range(chunk):
-            live = read(live, jnp.where(q + j < last, table.load(at.reads + q + j), -1))
+            within = q + j < last
+            live = read(live, jnp.where(within, table.load(at.reads + jnp.where(within, q + j,
+                                                                               0)), -1))
         return q + chunk, live
 
-    _, live = lax.while_loop(lambda c: c[0] < last, rest, (first, live))
+    _, live = lax.while_loop(lambda c: walking(c[0] < last), rest, (first, live))
     return tuple(zip(live, peak))

@@ -1,0 +1,259 @@
+"""The list schedule's fused kernel with one chromosome per lane and a bit-set ready tree.
+
+The other list kernels (:mod:`gsched.costmodel.pallas_decode`, :mod:`gsched.costmodel.
+pallas_memory`) give each chromosome a program and spread its slots over the lanes, so a step
+is vector work over the slots: ``O(V_p)`` (or ``O(√V_p)``) per step and a chain of block-wide
+reductions. This kernel turns the layout around, as the CPU loop's batch is laid out: a
+program holds a block of chromosomes, one per lane (one per thread), and each lane runs its
+chromosome's schedule with scalar-sized work per step, as the loop decoder's ready tree does
+(:mod:`gsched.costmodel.schedule`):
+
+* the ready set is a tree of 32-bit words over the slots (bit ``j`` of word ``i`` of level 0:
+  slot ``32·i + j`` is ready; a level-``l + 1`` bit: that word of level ``l`` is not zero;
+  :func:`tree_levels`), in global memory, and its last word, ``top``, in a register. The ready
+  slot of best rank is the lowest set bit, found from ``top`` down with one load per level
+  (one at ``V_p ≤ 1,024``), the count of trailing zeros being a ``population_count``;
+* each slot's state is four int32 in global memory, ``(word, ready hi, ready lo, 0)``: one
+  32-byte sector holds what a successor update reads and writes. ``word`` counts unfinished
+  dependencies as :mod:`gsched.costmodel.pallas_decode` does (``(count << k) | slot``); a
+  successor whose count reaches zero sets its bit (and, when its word was empty, the bit above);
+* the ``D`` devices' free times are per-lane registers.
+
+A step per lane: find and clear the best ready slot, read its row (the same ``rows`` table as
+the other list kernels: device, source device, duration, inline successors and the range of
+the rest) and its ready time, compute the start and end (SPEC §4,
+:func:`~gsched.costmodel.schedule.kernel_step_times`), store the slot in ``order``, and walk
+the firing successors (the row's ``chunk``, then the rest ``chunk`` at a time while any lane of
+the block has some): each loses a dependency and has its ready time set to the end (the list
+kernels' ``ends_grow`` rule: every predecessor of an item ends on the item's device, and those
+ends grow with the step). That is ``O(levels + successors)`` loads and stores per step,
+``O(V_p · log₃₂ V_p + Q)`` per chromosome instead of ``O(V_p²)``; no reduction over slots, one
+over the block per window of successors (is any lane still walking). Every lane's data is its
+own, so the lanes need no synchronization: a barrier per step only keeps Triton from mapping
+one lane to two threads between steps. ``order`` is stored step-major, ``[V_p, P]``, so a
+step's stores from a warp are contiguous. With ``peaks`` the step also accounts SPEC §3's
+memory (:func:`~gsched.costmodel.pallas_peaks.account` on the lanes' vectors; decoder
+``"pallas_lanes_fused"``).
+
+The kernel's memory is the whole work: at 500 ops, ``D = 2`` (1,024 slots) a chromosome has
+16 KiB of state, 32 KiB of rows and a few KiB of successors, of which a step touches ~6
+scattered 32-byte sectors. Its speed on a GPU is unmeasured (no GPU since session 13): "auto"
+keeps the register kernel until ``eval/device_session.sh lanes`` times them side by side.
+"""
+
+from __future__ import annotations
+
+import functools
+
+import jax
+import jax.numpy as jnp
+from jax import lax
+from jax.experimental import pallas as pl
+from jax.experimental.pallas import triton as plt
+
+from gsched.core import fixedpoint as fp
+from gsched.costmodel.pallas_peaks import PEAK_COLUMNS, PeakOffsets, Scalars, account
+from gsched.costmodel.schedule import kernel_step_times
+
+LANES_NUM_WARPS = 1  # default warps per program: 32 chromosomes, one per thread
+STATE_WORDS = 4  # a slot's state: word, ready hi, ready lo, unused (one 16-byte group)
+BITS = 32
+
+
+def tree_levels(width: int) -> tuple[int, ...]:
+    """Words per level of the ready tree over ``width`` slots in memory, level 0 first: each
+    level has a bit per word of the one below, until one word (``top``, in a register) covers
+    the last level."""
+    levels = [-(-width // BITS)]
+    while levels[-1] > BITS:
+        levels.append(-(-levels[-1] // BITS))
+    return tuple(levels)
+
+
+def trailing_zeros(x: jnp.ndarray) -> jnp.ndarray:
+    """The index of the lowest set bit of each int32 (32 for 0)."""
+    return lax.population_count((x & -x) - 1)
+
+
+def pack_bits(flags: jnp.ndarray) -> jnp.ndarray:
+    """``[..., n]`` booleans → ``[..., ⌈n / 32⌉]`` int32 words, bit ``j`` of word ``i`` =
+    flag ``32·i + j``."""
+    n = flags.shape[-1]
+    words = -(-n // BITS)
+    flags = jnp.pad(flags, [(0, 0)] * (flags.ndim - 1) + [(0, words * BITS - n)])
+    bits = flags.reshape(*flags.shape[:-1], words, BITS).astype(jnp.int32) << jnp.arange(
+        BITS, dtype=jnp.int32)
+    return lax.reduce(bits, jnp.int32(0), lax.bitwise_or, (bits.ndim - 1,))
+
+
+def ready_tree(word: jnp.ndarray, k: int) -> tuple[jnp.ndarray, jnp.ndarray]:
+    """A batch's initial ready trees: ``word [B, V_p]`` (``(dependencies << k) | slot``) →
+    ``(levels [B, Σ tree_levels(V_p)]`` in memory, level 0 first, ``top [B]``)."""
+    level = pack_bits(word < (1 << k))
+    levels = [level]
+    for _ in tree_levels(word.shape[1])[1:]:
+        level = pack_bits(level != 0)
+        levels.append(level)
+    return jnp.concatenate(levels, axis=1), pack_bits(level != 0)[:, 0]
+
+
+def lanes_list_kernel(rows_ref, successor_ref, top_ref, count_ref, *refs, num_devices: int,
+                      chunk: int, k: int, block: int, barrier: bool,
+                      peaks: PeakOffsets | None = None):
+    """A block of ``block`` chromosomes' list schedules, one per lane. Whole-batch refs:
+    ``rows [P, V_p, C]``, ``successor [P, Q]``, ``top`` and ``count [P]``, then the ``state
+    [P, 4·V_p]`` and ``tree [P, Σ tree_levels(V_p)]`` inputs (aliased to the last outputs,
+    their memory, used through those) → ``order [V_p, P]`` (the slot taken at each step),
+    ``tail [4, P]`` (makespan hi, lo, steps taken, 0), ``state``, ``tree``. ``barrier``: one
+    per step (a GPU).
+
+    ``peaks``: also account SPEC §3's memory (:func:`~gsched.costmodel.pallas_peaks.account`,
+    one lane per chromosome): the rows go on with its columns, ``successor`` holds its
+    regions at ``peaks``, a ``counts [P, C_p]`` input and output (the copies' reads left,
+    aliased as the state) follow the tree's, and ``tail`` goes on with each device's peak
+    (hi, lo) at rows ``4 + 2·d``."""
+    n = 2 if peaks is None else 3  # the state, tree (and counts) inputs
+    order_ref, tail_ref, state_ref, tree_ref, *counts_ref = refs[n:]
+    width = order_ref.shape[0]
+    offsets, at = [], 0
+    for words in tree_levels(width):
+        offsets.append(at)
+        at += words
+    lane = pl.program_id(0) * block + lax.broadcasted_iota(jnp.int32, (block,), 0)
+    zero = jnp.zeros((block,), jnp.int32)
+
+    def take(top, active):
+        """Finds and clears each active lane's best ready slot → ``(slot, top)``."""
+        index = jnp.where(active, trailing_zeros(top), 0)
+        found = []  # (level, word index, word), top level first
+        for level in reversed(range(len(offsets))):
+            word = tree_ref[lane, offsets[level] + index]
+            found.append((level, index, word))
+            index = index * BITS + jnp.where(active, trailing_zeros(word), 0)
+        empty = active
+        for level, at, word in reversed(found):  # level 0 up: clear the lowest bit
+            cleared = word & (word - 1)
+            plt.store(tree_ref.at[lane, offsets[level] + at], cleared, mask=empty)
+            empty = empty & (cleared == 0)
+        return index, jnp.where(empty, top & (top - 1), top)
+
+    def mark(top, target, valid):
+        """Sets ready slot ``target`` (where ``valid``) in the tree → ``top``."""
+        index = jnp.where(valid, target, 0)
+        for offset in offsets:
+            at = offset + jnp.right_shift(index, 5)
+            word = tree_ref[lane, at]
+            plt.store(tree_ref.at[lane, at], word | jnp.left_shift(1, index & (BITS - 1)),
+                      mask=valid)
+            valid = valid & (word == 0)
+            index = jnp.right_shift(index, 5)
+        return top | jnp.where(valid, jnp.left_shift(1, index), 0)
+
+    def lower(top, target, valid, end):
+        """Successor ``target`` (where ``valid``) loses a dependency, ready at ``end``."""
+        valid = valid & (target >= 0)
+        at = STATE_WORDS * jnp.where(valid, target, 0)
+        word = state_ref[lane, at] - (1 << k)
+        plt.store(state_ref.at[lane, at], word, mask=valid)
+        plt.store(state_ref.at[lane, at + 1], end.hi, mask=valid)
+        plt.store(state_ref.at[lane, at + 2], end.lo, mask=valid)
+        return mark(top, target, valid & (word < (1 << k)))
+
+    def walking(more):
+        """Whether any lane of the block still walks entries."""
+        return jnp.max(more.astype(jnp.int32)) > 0
+
+    def step(carry):
+        s, top, taken, free, memory = carry
+        active = top != 0
+        slot, top = take(top, active)
+        plt.store(order_ref.at[s, lane], slot, mask=active)
+        columns = [rows_ref[lane, slot, column] for column in range(rows_ref.shape[2])]
+        device, source, duration_hi, duration_lo, *inline, first, last = columns[:6 + chunk]
+        if peaks is not None:  # an idle lane accounts nothing: no device, no reads
+            reads = columns[6 + chunk:]
+            reads[PEAK_COLUMNS:] = [jnp.where(active, x, y) for x, y in zip(
+                reads[PEAK_COLUMNS:], [-1] * chunk + [reads[-2]] * 2)]
+            memory = account(lane_scalars(successor_ref, lane), lane_scalars(counts_ref[0], lane),
+                             reads, jnp.where(active, device, -1), source, memory,
+                             num_devices=num_devices, at=peaks, walking=walking)
+        at = STATE_WORDS * slot
+        ready = fp.Fixed(state_ref[lane, at + 1], state_ref[lane, at + 2])
+        end, after = kernel_step_times(ready, free, device, source,
+                                       fp.Fixed(duration_hi, duration_lo), num_devices)
+        free = tuple(fp.where(active, x, y) for x, y in zip(after, free))
+        for target in inline:
+            top = lower(top, target, active, end)
+        last = jnp.where(active, last, first)
+
+        def window(carry):
+            q, top = carry
+            for j in range(chunk):
+                within = q + j < last
+                top = lower(top, successor_ref[lane, jnp.where(within, q + j, 0)], within, end)
+            return q + chunk, top
+
+        _, top = lax.while_loop(lambda c: walking(c[0] < last), window, (first, top))
+        if barrier:
+            plt.debug_barrier()
+        return s + 1, top, taken + active.astype(jnp.int32), free, memory
+
+    most = jnp.max(count_ref[lane])  # steps of the block's longest schedule
+    nothing = tuple(fp.Fixed(zero, zero) for _ in range(num_devices))
+    _, _, taken, free, memory = lax.while_loop(
+        lambda c: c[0] < most, step,
+        (jnp.int32(0), top_ref[lane], zero, nothing,
+         () if peaks is None else tuple((x, x) for x in nothing)))  # (live, peak) per device
+    makespan = functools.reduce(fp.maximum, free)
+    for row, value in enumerate((makespan.hi, makespan.lo, taken, zero)):
+        tail_ref[row, lane] = value
+    for d, (_, peak) in enumerate(memory):
+        tail_ref[4 + 2 * d, lane] = peak.hi
+        tail_ref[5 + 2 * d, lane] = peak.lo
+
+
+def lane_scalars(ref, lane: jnp.ndarray) -> Scalars:
+    """:class:`~gsched.costmodel.pallas_peaks.Scalars` of each lane's own row of a ``[P, n]``
+    ref: ``load(i)`` and ``store(i, value, valid)`` take an index per lane."""
+    return Scalars(lambda i: ref[lane, i],
+                   lambda i, value, valid: plt.store(ref.at[lane, i], value, mask=valid))
+
+
+def lanes_call(kernel, width: int, k: int, interpret: bool, num_warps: int, tail: int = 4,
+               peaks: PeakOffsets | None = None):
+    """The ``pallas_call`` of ``kernel`` (:func:`lanes_list_kernel` with its static arguments
+    but ``block``) over a batch at ``width`` slots, as a function ``(word [P, width], rows [P,
+    width, C], successor [P, Q], count [P]) → (order [P, width], tail [P, tail])``. A program
+    runs ``32 · num_warps`` chromosomes (the batch is padded to a multiple with chromosomes
+    that have nothing to run); their initial ready trees and state (and with ``peaks``, the
+    copies' read counts, from the entry table) are built here."""
+    block = 32 * num_warps
+
+    def run(word, rows, successor, count):
+        batch = word.shape[0]
+        pad = -batch % block
+        total = batch + pad
+        word, rows, successor = (jnp.pad(x, [(0, pad)] + [(0, 0)] * (x.ndim - 1))
+                                 for x in (word, rows, successor))
+        count = jnp.pad(count, (0, pad))  # padding: no ready slot, nothing to run
+        tree, top = ready_tree(jnp.where(jnp.arange(total)[:, None] < batch, word, 1 << k), k)
+        state = jnp.stack([word] + [jnp.zeros_like(word)] * (STATE_WORDS - 1),
+                          axis=-1).reshape(total, -1)
+        memory = [] if peaks is None else [
+            successor[:, peaks.counts:peaks.counts + peaks.num_counts]]
+        inputs = (rows, successor, top, count, state, tree, *memory)
+        outputs = (jax.ShapeDtypeStruct((width, total), jnp.int32),
+                   jax.ShapeDtypeStruct((tail, total), jnp.int32),
+                   *(jax.ShapeDtypeStruct(x.shape, jnp.int32) for x in inputs[4:]))
+        order, last, *_ = pl.pallas_call(
+            functools.partial(kernel, block=block, barrier=not interpret),
+            grid=(total // block,),
+            out_shape=outputs,
+            input_output_aliases={4 + i: 2 + i for i in range(len(inputs) - 4)},
+            interpret=interpret,
+            compiler_params=None if interpret else plt.CompilerParams(num_warps=num_warps),
+            name="gsched_schedule_lanes",
+        )(*inputs)
+        return order.T[:batch], last.T[:batch]
+
+    return run
