@@ -4,8 +4,8 @@ The unit tests check the fused Pallas kernel in Pallas' interpreter on small gra
 it compiled (Triton on a GPU, Mosaic on a TPU) on benchmark-size graphs and compares every
 ``Evaluation`` field bit for bit with the loop decoder, for random chromosomes, D = 1, 2, 4,
 with and without fusion and program inputs, for the list scheduler and (``--schedulers``)
-SPEC §8.2's event-driven ones (the dense decoders, ``pallas_memory``, ``pallas_fused`` and ``pallas_tpu`` schedule
-lists only)::
+SPEC §8.2's event-driven ones (the dense decoders, ``pallas_memory``, ``pallas_lanes``,
+``pallas_fused``, ``pallas_lanes_fused`` and ``pallas_tpu`` schedule lists only)::
 
     python -m eval.check_decoders              # pallas decoders on a GPU or TPU; dense on a CPU
     python -m eval.check_decoders --sizes 100,500 --population 256 --decoders pallas,dense
@@ -65,12 +65,14 @@ def main(argv: Sequence[str] | None = None) -> int:
     p.add_argument("--devices", type=parse_int_list, default=(1, 2, 4))
     p.add_argument("--population", type=int, default=512)
     p.add_argument("--decoders", default=None,
-                   help="comma-separated (default: pallas, pallas_memory and pallas_fused on "
-                        "a GPU, pallas_tpu and dense on a TPU, dense elsewhere)")
+                   help="comma-separated (default: pallas, pallas_memory, pallas_lanes, "
+                        "pallas_fused and pallas_lanes_fused on a GPU, pallas_tpu and dense "
+                        "on a TPU, dense elsewhere)")
     p.add_argument("--schedulers", default="list", help="comma-separated: list, priority, fifo")
     args = p.parse_args(sys.argv[1:] if argv is None else argv)
     backend = jax.default_backend()
-    fast = {"gpu": "pallas,pallas_memory,pallas_fused", "tpu": "pallas_tpu,dense"}.get(
+    fast = {"gpu": "pallas,pallas_memory,pallas_lanes,pallas_fused,pallas_lanes_fused",
+            "tpu": "pallas_tpu,dense"}.get(
         backend, "dense")
     decoders = (args.decoders or fast).split(",")
     log(f"[check] backend {backend} ({jax.devices()[0].device_kind}), decoders {decoders}")

@@ -17,7 +17,9 @@
 # #15 §3, ~2,000 steps, or MID_ARGS's; its exported model comes back as
 # $OUT/topoformer_mid.tgz) and tune
 # (the kernels' chunk × warps sweeps: eval.tune_kernel, list and priority at 500 ops, list at
-# 2,000 ops, where the warps rule above 1,024 lanes is an untimed extrapolation).
+# 2,000 ops, where the warps rule above 1,024 lanes is an untimed extrapolation), lanes (the
+# list kernel with one chromosome per lane, checked, then timed against the register kernel
+# from 500 to 10,000 ops and in whole evaluations; self-contained, ~6 min).
 # 2026-11-26 on an H200 (session 9): "check bench train tests", then "profile go_gdp scaling".
 # 2026-11-26 on an H100 (session 13): "check tune bench profile" (333 s), then "tests go_gdp
 # scaling" (299 s; tests and go_gdp ran out of their limits, raised since). The tuning made the
@@ -34,9 +36,13 @@
 # Session 18 (no GPU) put SPEC §3's memory accounting inside the memory kernel (decoder
 # "pallas_fused", gsched.costmodel.pallas_peaks; never "auto" until timed): check runs it,
 # memory times whole evaluations of pallas / pallas_memory / pallas_fused first.
-# Next GPU session, call 1: "check ab" (identity at the new defaults, kernels and prologue;
+# Session 20 (no GPU) added the list kernel with one chromosome per lane (decoder
+# "pallas_lanes", gsched.costmodel.pallas_lanes: a bit-set ready tree per lane, O(log V) work
+# per step instead of O(V_p); never "auto" until timed).
+# Next GPU session, call 1: "lanes" (the new kernel checked and timed: if it is the fastest,
+# "auto" should pick it); call 2: "check ab" (identity at the new defaults, kernels and prologue;
 # the kernels against session 13's, BASELINE = a worktree of 9e5fd8d; ~7 min); call 2:
-# "memory regs profile" (whole evaluations of the three list kernels at 500 ops, D = 2; the
+# then "memory regs profile" (whole evaluations of the list kernels at 500 ops, D = 2; the
 # memory kernel against the register one up to 10,000 ops; XLA's
 # registers per kernel; the prologue's rows "slot ranking" / "slot tables" / "kernel
 # inputs"), then "bench", "go_gdp"
@@ -69,6 +75,7 @@ PARTS=${*:-check bench train tests profile go_gdp scaling}
 decoder_sizes=yes
 memory_ok=yes
 fused_ok=yes
+lanes_ok=yes
 
 check() {  # the fused Pallas kernels compiled by Triton against the loops, bit for bit
   step 150 check_decoders $PY -m eval.check_decoders --sizes 500 --devices 1,2,4 \
@@ -90,6 +97,41 @@ check() {  # the fused Pallas kernels compiled by Triton against the loops, bit 
     --population 1024 --decoders pallas_memory || memory_ok=''
   step 120 check_fused $PY -m eval.check_decoders --sizes 500 --devices 1,2,4 \
     --population 1024 --decoders pallas_fused || fused_ok=''
+  step 150 check_lanes $PY -m eval.check_decoders --sizes 500 --devices 1,2,4 \
+    --population 1024 --decoders pallas_lanes,pallas_lanes_fused && lanes_ok=checked \
+    || lanes_ok=''
+}
+
+lanes() {  # the list kernel with one chromosome per lane (pallas_lanes, and accounting SPEC
+  # §3 inside, pallas_lanes_fused; "auto" picks neither) checked against the loop, then against
+  # the register kernel: schedule alone at 500 ops,
+  # D = 2 (chunk and warps: 32 chromosomes per warp), at P = 65,536 (more threads in flight),
+  # at 2,000 and 10,000 ops (the register kernel is O(V_p^2) per chromosome there), and in
+  # whole evaluations (the decoders table: loop and every GPU kernel, with the memory walk)
+  [ "$lanes_ok" = checked ] || step 150 check_lanes $PY -m eval.check_decoders --sizes 500 \
+    --devices 1,2,4 --population 1024 --decoders pallas_lanes,pallas_lanes_fused || lanes_ok=''
+  [ -n "$lanes_ok" ] || { echo "!!! lanes: the kernel failed or differed, timings skipped"; \
+    return 1; }
+  lanes_ok=checked
+  [ -f "$OUT/benchmarks.md" ] || cp docs/benchmarks.md "$OUT/benchmarks.md"
+  step 150 lanes_500 $PY -m eval.tune_kernel --size 500 --devices 2 --states registers,lanes \
+    --chunks 1,2,4 --warps 0,2,4 --population 16384 --repeats 3 --output "$OUT/benchmarks.md" \
+    --section-title "Fused list kernels, per program or per lane, 500 ops, D = 2 — GPU"
+  step 90 lanes_500_large $PY -m eval.tune_kernel --size 500 --devices 2 \
+    --states registers,lanes --chunks 2 --warps 0 --population 65536 --repeats 3 \
+    --output "$OUT/benchmarks.md" \
+    --section-title "List kernels, per program or per lane, 500 ops, D = 2, P = 65,536 — GPU"
+  step 150 lanes_whole_500 $PY -m eval.bench_cost_model --sizes 500 --devices 2 --repeats 3 \
+    --chunks '' --sweep-populations '' --batch-graphs 0 --schedulers '' --decoder-sizes 500 \
+    --decoder-devices 1,2 --decoder-population 16384 --output "$OUT/benchmarks.md" \
+    --section-title "Whole evaluations, the list kernels, 500 ops — GPU"
+  step 90 lanes_2000 $PY -m eval.tune_kernel --size 2000 --devices 2 --states registers,lanes \
+    --chunks 2 --warps 0 --population 2048 --repeats 2 --output "$OUT/benchmarks.md" \
+    --section-title "Fused list kernels, per program or per lane, 2,000 ops, D = 2 — GPU"
+  step 120 lanes_10000 $PY -m eval.tune_kernel --size 10000 --devices 2 \
+    --states registers,lanes --chunks 2 --warps 0 --population 512 --repeats 2 \
+    --output "$OUT/benchmarks.md" \
+    --section-title "Fused list kernels, per program or per lane, 10,000 ops, D = 2 — GPU"
 }
 
 bench() {  # make bench's two programs on a reduced grid, into a copy of the doc
@@ -171,6 +213,7 @@ ab() {  # this tree's kernels against an earlier commit's, on the same card in t
   local tree states
   for tree in "$base" . "$base"; do
     states=$([ "$tree" = . ] && [ -n "$memory_ok" ] && echo "--states registers,memory")
+    [ "$tree" = . ] && [ -n "$states" ] && [ -n "$lanes_ok" ] && states="$states,lanes"
     (cd "$tree" && step 90 "ab_list ${tree}" $PY -m eval.tune_kernel --size 500 --devices 2 \
       --chunks 2 --warps 0 --population 16384 --repeats 3 --output "$OUT/ab.md" $states \
       --section-title "A/B list, $([ "$tree" = . ] && echo this tree || echo baseline)")
@@ -214,7 +257,7 @@ regs() {  # registers and spills per thread of the fused kernels (occupancy: 65,
   # triton). A small population: only the compiled code matters.
   local dump=$OUT/xla_dump
   XLA_FLAGS="--xla_dump_to=$dump" step 120 regs_compile $PY -m eval.tune_kernel --size 500 \
-    --devices 2 --states registers,memory --chunks 2 --warps 0 --population 64 --repeats 1
+    --devices 2 --states registers,memory,lanes --chunks 2 --warps 0 --population 64 --repeats 1
   XLA_FLAGS="--xla_dump_to=$dump/priority" step 120 regs_compile_priority $PY \
     -m eval.tune_kernel --size 500 --devices 2 --scheduler priority --chunks 2 --warps 0 \
     --population 64 --repeats 1

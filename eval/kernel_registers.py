@@ -13,7 +13,9 @@ registers allocated in units of 256)::
 
 Kernels: ``list``, ``priority``, ``fifo`` (the register kernels of those schedulers),
 ``list_memory`` (the list scheduler's kernel with its lanes in memory,
-:mod:`gsched.costmodel.pallas_memory`) and ``list_fused`` (that kernel accounting SPEC §3's
+:mod:`gsched.costmodel.pallas_memory`), ``list_lanes`` (its kernel with one chromosome per
+lane, :mod:`gsched.costmodel.pallas_lanes`), ``list_lanes_fused`` (that one accounting SPEC
+§3's memory) and ``list_fused`` (that kernel accounting SPEC §3's
 memory as it schedules, :mod:`gsched.costmodel.pallas_peaks`).
 
 The ``triton`` package is not the Triton inside XLA that compiles the kernels on a GPU (its
@@ -52,8 +54,10 @@ REGISTERS_PER_SM, MAX_BLOCKS_PER_SM, MAX_WARPS_PER_SM, SMS_H100 = 65536, 32, 64,
 
 
 KERNELS = {"list": ("list", "registers"), "list_memory": ("list", "memory"),
-           "list_fused": ("list", "fused"), "priority": ("priority", "registers"),
+           "list_lanes": ("list", "lanes"), "list_fused": ("list", "memory_fused"),
+           "list_lanes_fused": ("list", "lanes_fused"), "priority": ("priority", "registers"),
            "fifo": ("fifo", "registers")}
+PER_LANE = ("list_lanes", "list_lanes_fused")  # one chromosome per lane (thread)
 
 
 def triton_modules(size: int, num_devices: int, kernel: str, chunk: int
@@ -75,15 +79,17 @@ def triton_modules(size: int, num_devices: int, kernel: str, chunk: int
     def capture(jaxpr, *args, **kwargs):
         result = lower(jaxpr, *args, **kwargs)
         text = result.module.operation.get_asm(enable_debug_info=False)
-        # The width: the lanes of the kernel's first ref, ``word``.
-        modules.append((jaxpr.invars[0].aval.shape[0], text))
+        # The width: the slots of the kernel's first ref, ``word [V_p]`` (``rows [P, V_p, C]``
+        # for the kernel with a chromosome per lane).
+        first = jaxpr.invars[0].aval
+        modules.append((first.shape[-2] if first.ndim == 3 else first.shape[0], text))
         return result
 
     def one(c):
         placement = decode_placement(padded, c, num_devices)
-        if state == "fused":
+        if state.endswith("_fused"):  # the kernel at that state, accounting SPEC §3
             return pallas_schedule_and_memory(padded, c, placement, params, num_devices, chunk,
-                                              interpret=False)
+                                              interpret=False, state=state.removesuffix("_fused"))
         return fused_schedule(padded, c, placement, params, num_devices, scheduler, chunk,
                               interpret=False, state=state)
 
@@ -177,9 +183,10 @@ def main(argv: Sequence[str] | None = None) -> None:
             for warps in args.warps:
                 report = ptxas_report(text, warps)
                 programs = programs_per_sm(report["registers"], warps)
+                chromosomes = programs * SMS_H100 * (32 * warps if kernel in PER_LANE else 1)
                 rows.append(f"| {kernel} | {width:,} | {warps} | {report['registers']} | "
                             f"{report['spill_stores']} / {report['spill_loads']} | {programs} | "
-                            f"{programs * SMS_H100:,} |")
+                            f"{chromosomes:,} |")
                 log(f"[registers] {kernel}, {width} lanes, {warps} warps: "
                     f"{report['registers']} registers, spills {report['spill_stores']} / "
                     f"{report['spill_loads']} B, {programs} programs per SM")
@@ -191,7 +198,8 @@ def main(argv: Sequence[str] | None = None) -> None:
         f"chunk {args.chunk}, lowered for CUDA on the CPU and compiled for sm_90a with the "
         f"`triton` package {triton.__version__} (not XLA's own Triton: indicative, for "
         f"comparing variants); registers per thread from `ptxas -v`; programs per SM from "
-        f"65,536 registers, 32 blocks, 64 warps per SM; one chromosome per program.",
+        f"65,536 registers, 32 blocks, 64 warps per SM; one chromosome per program "
+        f"(`list_lanes`: one per thread).",
         "", *rows, ""])
     publish_section(args.output, args.section_title, body, "registers")
 

@@ -1,14 +1,16 @@
 """The fused decode kernels' knobs, timed: successor entries per inner iteration (``chunk``),
 Triton warps per program (``num_warps``) and, for the list scheduler, where the kernel keeps
-its lanes (``--states registers,memory``: :mod:`gsched.costmodel.pallas_decode`'s kernel or
-:mod:`gsched.costmodel.pallas_memory`'s), on one graph's population, for the list kernel or
+its lanes (``--states registers,memory,lanes``: :mod:`gsched.costmodel.pallas_decode`'s kernel,
+:mod:`gsched.costmodel.pallas_memory`'s or :mod:`gsched.costmodel.pallas_lanes`', one
+chromosome per lane), on one graph's population, for the list kernel or
 (``--scheduler``) the event-driven one.
 
 Times the schedule alone (placement, ``schedule_init`` or ``dynamic_init``, the kernel and its
 result, as ``eval.profile_decode``'s third stage), every variant on the same keys, interleaved
 round by round so that all see the same load, and checks every variant's schedule bit for bit
 against the first one. Warps ``0`` means the kernel's default
-(:func:`~gsched.costmodel.pallas_decode.default_num_warps`; one warp for the memory kernel).
+(:func:`~gsched.costmodel.pallas_decode.default_num_warps`; one warp for the memory and lane
+kernels: the latter's programs hold 32 chromosomes per warp).
 On a CPU the kernel runs in Pallas' interpreter: correct, but its timings mean nothing for a
 GPU (use it to try the program on a small graph)::
 
@@ -33,6 +35,7 @@ import numpy as np
 
 from gsched.core.padding import bucket_for, pad_graph, pad_keys
 from gsched.costmodel.pallas_decode import default_num_warps
+from gsched.costmodel.pallas_lanes import LANES_NUM_WARPS
 from gsched.costmodel.pallas_memory import MEMORY_NUM_WARPS
 from gsched.costmodel.pallas_dynamic import fused_schedule
 from gsched.costmodel.params import CostParams
@@ -64,10 +67,14 @@ def schedule_fn(num_devices: int, base: int, scheduler: str, chunk: int,
     return jax.jit(fn)
 
 
+STATE_NAMES = {"registers": "lanes in registers", "memory": "lanes in memory",
+               "lanes": "a chromosome per lane"}
+
+
 def _name(variant: tuple[str, int, int]) -> str:
     """``"lanes in registers, chunk 2, warps default"``."""
     state, chunk, warps = variant
-    return f"lanes in {state}, chunk {chunk}, warps {warps or 'default'}"
+    return f"{STATE_NAMES[state]}, chunk {chunk}, warps {warps or 'default'}"
 
 
 def _warps_rule() -> str:
@@ -83,7 +90,7 @@ def main(argv: Sequence[str] | None = None) -> None:
     p.add_argument("--devices", type=int, default=2)
     p.add_argument("--scheduler", choices=("list", "priority", "fifo"), default="list")
     p.add_argument("--states", default="registers",
-                   help="comma-separated: registers, memory (the list scheduler only)")
+                   help="comma-separated: registers, memory, lanes (the list scheduler only)")
     p.add_argument("--chunks", type=parse_int_list, default=(1, 2, 4, 8))
     p.add_argument("--warps", type=parse_int_list, default=(0,),
                    help="Triton warps per program; 0: the kernel's default")
@@ -129,7 +136,7 @@ def main(argv: Sequence[str] | None = None) -> None:
         log(f"[tune] round {r + 1}/{args.repeats} done")
 
     steps = np.asarray(reference.schedule.num_steps)
-    rows = ["| lanes in | chunk | warps | compile s | ms/call | evals/s | µs/eval |",
+    rows = ["| kernel | chunk | warps | compile s | ms/call | evals/s | µs/eval |",
             "| --- | --- | --- | --- | --- | --- | --- |"]
     best = None
     for v in variants:
@@ -138,7 +145,7 @@ def main(argv: Sequence[str] | None = None) -> None:
         rate = args.population / median
         best = max(best or (0, None), (rate, v))
         warps = str(w) if w else "default"
-        rows.append(f"| {state} | {c} | {warps} | {first_s[v] - median:.1f} | "
+        rows.append(f"| {STATE_NAMES[state]} | {c} | {warps} | {first_s[v] - median:.1f} | "
                     f"{1e3 * median:.1f} | {rate:,.0f} | {1e6 * median / args.population:.2f} |")
         log(f"[tune] {_name(v)}: {1e3 * median:.1f} ms/call, {rate:,.0f} evals/s")
     body = "\n".join([
@@ -150,7 +157,8 @@ def main(argv: Sequence[str] | None = None) -> None:
         f"random chromosomes ({int(steps.min())}–{int(steps.max())} items scheduled each); "
         f"median of {args.repeats} interleaved rounds after one warm-up call. Every variant's "
         f"schedule is bit for bit the first one's. *warps* default: {_warps_rule()} "
-        f"(registers), {MEMORY_NUM_WARPS} (memory).",
+        f"(registers), {MEMORY_NUM_WARPS} (memory), {LANES_NUM_WARPS} (lanes: 32 chromosomes "
+        f"per warp).",
         *(["", "On a CPU the kernel ran in Pallas' interpreter: these timings say nothing about "
               "a GPU."] if jax.default_backend() == "cpu" else []),
         "", *rows, "",

@@ -11,7 +11,8 @@ from eval import kernel_registers
 from gsched.costmodel.pallas_decode import lane_widths
 
 
-@pytest.mark.parametrize("kernel", ["list", "list_memory", "list_fused", "priority"])
+@pytest.mark.parametrize("kernel", ["list", "list_memory", "list_lanes", "list_fused",
+                                    "list_lanes_fused", "priority"])
 def test_one_triton_module_per_lane_width(kernel):
     modules = kernel_registers.triton_modules(20, 2, kernel, 2)
     widths = [width for width, _ in modules]

@@ -122,8 +122,9 @@ class Config:
     scheduler: str = "list"  # SPEC §2–§4, or §8.2's "priority" / "fifo"
     roofline: bool = False  # SPEC §8.1 kernel times (HBM_BANDWIDTH, LAUNCH_OVERHEAD)
     fusion: bool = False  # SPEC §8.3 (chromosomes N keys longer; uniform fusion keys)
-    decoder: str = "auto"  # "loop" / "dense" / "pallas" / "pallas_memory" / "pallas_fused" /
-    #                         "pallas_tpu": forced through evaluate_with_decoder
+    decoder: str = "auto"  # "loop" / "dense" / "pallas" / "pallas_memory" / "pallas_lanes" /
+    #                         "pallas_fused" / "pallas_lanes_fused" / "pallas_tpu": forced
+    #                         through evaluate_with_decoder
 
     @property
     def chunk_label(self) -> str:
@@ -375,11 +376,13 @@ def render(results: dict[Config, Result], main: list[Config], batch: Config | No
                      "dense decodes (D = 1: `gsched.costmodel.dense`; D ≥ 2: "
                      "`gsched.costmodel.dense_multi`) on a CPU, or the fused kernels "
                      "(`gsched.costmodel.pallas_decode`; `pallas_memory`: the list kernel with "
-                     "its lanes in memory, `gsched.costmodel.pallas_memory`; `pallas_fused`: "
-                     "that kernel accounting SPEC §3's memory as it schedules, "
-                     "`gsched.costmodel.pallas_peaks`) on a GPU, the dense decodes and the TPU "
-                     "kernel (`pallas_tpu`, `gsched.costmodel.pallas_tpu`) on a TPU; on a GPU "
-                     "the event-driven "
+                     "its lanes in memory, `gsched.costmodel.pallas_memory`; `pallas_lanes`: "
+                     "the list kernel with one chromosome per lane, "
+                     "`gsched.costmodel.pallas_lanes`; `pallas_fused` / `pallas_lanes_fused`: "
+                     "the memory and lane kernels accounting SPEC §3's memory as they "
+                     "schedule, `gsched.costmodel.pallas_peaks`) on a GPU, the dense decodes "
+                     "and the TPU kernel (`pallas_tpu`, `gsched.costmodel.pallas_tpu`) on a "
+                     "TPU; on a GPU the event-driven "
                      "schedulers' loop (`gsched.costmodel.dynamic`, roofline on) is also timed "
                      "against their fused kernel (`gsched.costmodel.pallas_dynamic`), through "
                      "`evaluate_with_decoder`, "
@@ -603,10 +606,12 @@ def main(argv: Sequence[str] | None = None) -> dict[Config, Result]:
 
     shardings = (False, True) if len(jax.devices()) > 1 else (False,)
     # The loop against what replaces it on this backend: the dense decodes on a CPU, the
-    # fused Pallas kernels on a GPU (gsched.costmodel.pallas_decode, pallas_memory's, and
-    # pallas_memory's with the memory accounted inside it, pallas_peaks); on a TPU, where
+    # fused Pallas kernels on a GPU (gsched.costmodel.pallas_decode, pallas_memory's,
+    # pallas_lanes' and those two with the memory accounted inside, pallas_peaks); on a TPU,
+    # where
     # "auto" keeps the loop until timed, the dense decodes and the TPU kernel (pallas_tpu).
-    fast_decoders = {"gpu": ("pallas", "pallas_memory", "pallas_fused"),
+    fast_decoders = {"gpu": ("pallas", "pallas_memory", "pallas_lanes", "pallas_fused",
+                             "pallas_lanes_fused"),
                      "tpu": ("dense", "pallas_tpu")}.get(backend, ("dense",))
     decoder_groups = [
         [Config(n, d, args.decoder_population, decoder=decoder, sharded=sh)
