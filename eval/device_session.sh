@@ -19,7 +19,8 @@
 # (the kernels' chunk × warps sweeps: eval.tune_kernel, list and priority at 500 ops, list at
 # 2,000 ops, where the warps rule above 1,024 lanes is an untimed extrapolation), lanes (the
 # list kernel with one chromosome per lane, checked, then timed against the register kernel
-# from 500 to 10,000 ops and in whole evaluations; self-contained, ~6 min).
+# at 500 ops and in whole evaluations; self-contained, ~6–9 min) and lanes_scaling (the
+# same at 2,000 and 10,000 ops).
 # 2026-11-26 on an H200 (session 9): "check bench train tests", then "profile go_gdp scaling".
 # 2026-11-26 on an H100 (session 13): "check tune bench profile" (333 s), then "tests go_gdp
 # scaling" (299 s; tests and go_gdp ran out of their limits, raised since). The tuning made the
@@ -39,13 +40,14 @@
 # Session 20 (no GPU) added the list kernel with one chromosome per lane (decoder
 # "pallas_lanes", gsched.costmodel.pallas_lanes: a bit-set ready tree per lane, O(log V) work
 # per step instead of O(V_p); never "auto" until timed).
-# Next GPU session, call 1: "lanes" (the new kernel checked and timed: if it is the fastest,
-# "auto" should pick it); call 2: "check ab" (identity at the new defaults, kernels and prologue;
-# the kernels against session 13's, BASELINE = a worktree of 9e5fd8d; ~7 min); call 2:
+# Next GPU session (the machine stays warm only ~30 s between calls: chain them at once):
+# call 1: "lanes" (the lane kernels checked and timed against the register kernel, ~6–9 min:
+# if one is the fastest, "auto" should pick it, documented with the numbers); call 2:
+# "lanes_scaling check ab" (the same at 2,000 and 10,000 ops; identity of every kernel at the
+# current defaults; the kernels against session 13's, BASELINE = a worktree of 9e5fd8d);
 # then "memory regs profile" (whole evaluations of the list kernels at 500 ops, D = 2; the
-# memory kernel against the register one up to 10,000 ops; XLA's
-# registers per kernel; the prologue's rows "slot ranking" / "slot tables" / "kernel
-# inputs"), then "bench", "go_gdp"
+# memory kernel against the register one up to 10,000 ops; XLA's registers per kernel; the
+# prologue's rows "slot ranking" / "slot tables" / "kernel inputs"), then "bench", "go_gdp"
 # (GDP's and GO's first compile with the kernels took over 40 s), "tune" (its 2,000-op sweep
 # checks the warps rule above 1,024 lanes) and "tests"; compare timings only on the same
 # kind of card.
@@ -104,27 +106,32 @@ check() {  # the fused Pallas kernels compiled by Triton against the loops, bit 
 
 lanes() {  # the list kernel with one chromosome per lane (pallas_lanes, and accounting SPEC
   # §3 inside, pallas_lanes_fused; "auto" picks neither) checked against the loop, then against
-  # the register kernel: schedule alone at 500 ops,
-  # D = 2 (chunk and warps: 32 chromosomes per warp), at P = 65,536 (more threads in flight),
-  # at 2,000 and 10,000 ops (the register kernel is O(V_p^2) per chromosome there), and in
-  # whole evaluations (the decoders table: loop and every GPU kernel, with the memory walk)
+  # the register kernel: schedule alone at 500 ops, D = 2 (chunk and warps: 32 chromosomes per
+  # warp), at P = 65,536 (more threads in flight), and whole evaluations (the decoders table:
+  # the loop and every GPU kernel, with the memory walk where they leave it)
   [ "$lanes_ok" = checked ] || step 150 check_lanes $PY -m eval.check_decoders --sizes 500 \
     --devices 1,2,4 --population 1024 --decoders pallas_lanes,pallas_lanes_fused || lanes_ok=''
   [ -n "$lanes_ok" ] || { echo "!!! lanes: the kernel failed or differed, timings skipped"; \
     return 1; }
   lanes_ok=checked
   [ -f "$OUT/benchmarks.md" ] || cp docs/benchmarks.md "$OUT/benchmarks.md"
-  step 150 lanes_500 $PY -m eval.tune_kernel --size 500 --devices 2 --states registers,lanes \
-    --chunks 1,2,4 --warps 0,2,4 --population 16384 --repeats 3 --output "$OUT/benchmarks.md" \
+  step 120 lanes_500 $PY -m eval.tune_kernel --size 500 --devices 2 --states registers,lanes \
+    --chunks 1,2 --warps 0,2 --population 16384 --repeats 3 --output "$OUT/benchmarks.md" \
     --section-title "Fused list kernels, per program or per lane, 500 ops, D = 2 — GPU"
-  step 90 lanes_500_large $PY -m eval.tune_kernel --size 500 --devices 2 \
+  step 60 lanes_500_large $PY -m eval.tune_kernel --size 500 --devices 2 \
     --states registers,lanes --chunks 2 --warps 0 --population 65536 --repeats 3 \
     --output "$OUT/benchmarks.md" \
     --section-title "List kernels, per program or per lane, 500 ops, D = 2, P = 65,536 — GPU"
   step 150 lanes_whole_500 $PY -m eval.bench_cost_model --sizes 500 --devices 2 --repeats 3 \
     --chunks '' --sweep-populations '' --batch-graphs 0 --schedulers '' --decoder-sizes 500 \
-    --decoder-devices 1,2 --decoder-population 16384 --output "$OUT/benchmarks.md" \
-    --section-title "Whole evaluations, the list kernels, 500 ops — GPU"
+    --decoder-devices 2 --decoder-population 16384 --output "$OUT/benchmarks.md" \
+    --section-title "Whole evaluations, the list kernels, 500 ops, D = 2 — GPU"
+}
+
+lanes_scaling() {  # the two list kernels, schedule alone, where the register kernel is
+  # O(V_p^2) per chromosome and spills (after "lanes", which checks the lane kernels)
+  [ -n "$lanes_ok" ] || { echo "!!! lanes_scaling: the lane kernels failed, skipped"; return 1; }
+  [ -f "$OUT/benchmarks.md" ] || cp docs/benchmarks.md "$OUT/benchmarks.md"
   step 90 lanes_2000 $PY -m eval.tune_kernel --size 2000 --devices 2 --states registers,lanes \
     --chunks 2 --warps 0 --population 2048 --repeats 2 --output "$OUT/benchmarks.md" \
     --section-title "Fused list kernels, per program or per lane, 2,000 ops, D = 2 — GPU"
