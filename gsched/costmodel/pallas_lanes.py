@@ -105,13 +105,14 @@ def lanes_list_kernel(rows_ref, successor_ref, top_ref, count_ref, *refs, num_de
     [P, 4·V_p]`` and ``tree [P, Σ tree_levels(V_p)]`` inputs (aliased to the last outputs,
     their memory, used through those) → ``order [V_p, P]`` (the slot taken at each step),
     ``tail [4, P]`` (makespan hi, lo, steps taken, 0), ``state``, ``tree``. ``barrier``: one
-    per step (a GPU).
+    per step (a GPU; compiled, every tensor has one layout, a thread per lane, so it only
+    guards against a compiler that would map them otherwise).
 
     ``peaks``: also account SPEC §3's memory (:func:`~gsched.costmodel.pallas_peaks.account`,
     one lane per chromosome): the rows go on with its columns, ``successor`` holds its
     regions at ``peaks``, a ``counts [P, C_p]`` input and output (the copies' reads left,
     aliased as the state) follow the tree's, and ``tail`` goes on with each device's peak
-    (hi, lo) at rows ``4 + 2·d``."""
+    (hi, lo) at rows ``4 + 2·d`` (``[4 + 2·D, P]``)."""
     n = 2 if peaks is None else 3  # the state, tree (and counts) inputs
     order_ref, tail_ref, state_ref, tree_ref, *counts_ref = refs[n:]
     width = order_ref.shape[0]
@@ -131,9 +132,9 @@ def lanes_list_kernel(rows_ref, successor_ref, top_ref, count_ref, *refs, num_de
             found.append((level, index, word))
             index = index * BITS + jnp.where(active, trailing_zeros(word), 0)
         empty = active
-        for level, at, word in reversed(found):  # level 0 up: clear the lowest bit
+        for level, position, word in reversed(found):  # level 0 up: clear the lowest bit
             cleared = word & (word - 1)
-            plt.store(tree_ref.at[lane, offsets[level] + at], cleared, mask=empty)
+            plt.store(tree_ref.at[lane, offsets[level] + position], cleared, mask=empty)
             empty = empty & (cleared == 0)
         return index, jnp.where(empty, top & (top - 1), top)
 
