@@ -25,7 +25,11 @@ import jax
 import numpy as np
 
 from gsched.core.padding import bucket_for, pad_graph, pad_keys
-from gsched.costmodel.evaluate import LIST_ONLY_DECODERS, evaluate_with_decoder
+from gsched.costmodel.evaluate import (
+    BACKEND_DECODERS,
+    LIST_ONLY_DECODERS,
+    evaluate_with_decoder,
+)
 from gsched.costmodel.params import CostParams
 from gsched.generators import random_computation_graph
 from gsched.harness.benchmarks import mismatches, parse_int_list
@@ -71,10 +75,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     p.add_argument("--schedulers", default="list", help="comma-separated: list, priority, fifo")
     args = p.parse_args(sys.argv[1:] if argv is None else argv)
     backend = jax.default_backend()
-    fast = {"gpu": "pallas,pallas_memory,pallas_lanes,pallas_fused,pallas_lanes_fused",
-            "tpu": "pallas_tpu,dense"}.get(
-        backend, "dense")
-    decoders = (args.decoders or fast).split(",")
+    fast = BACKEND_DECODERS.get(backend, BACKEND_DECODERS["cpu"])
+    decoders = args.decoders.split(",") if args.decoders else list(fast)
     log(f"[check] backend {backend} ({jax.devices()[0].device_kind}), decoders {decoders}")
     failed = 0
     for decoder in decoders:

@@ -13,10 +13,10 @@ registers allocated in units of 256)::
 
 Kernels: ``list``, ``priority``, ``fifo`` (the register kernels of those schedulers),
 ``list_memory`` (the list scheduler's kernel with its lanes in memory,
-:mod:`gsched.costmodel.pallas_memory`), ``list_lanes`` (its kernel with one chromosome per
-lane, :mod:`gsched.costmodel.pallas_lanes`), ``list_lanes_fused`` (that one accounting SPEC
-§3's memory) and ``list_fused`` (that kernel accounting SPEC §3's
-memory as it schedules, :mod:`gsched.costmodel.pallas_peaks`).
+:mod:`gsched.costmodel.pallas_memory`), ``list_fused`` (that kernel accounting SPEC §3's
+memory as it schedules, :mod:`gsched.costmodel.pallas_peaks`), ``list_lanes`` (the list
+scheduler's kernel with one chromosome per lane, :mod:`gsched.costmodel.pallas_lanes`) and
+``list_lanes_fused`` (that one accounting SPEC §3's memory too).
 
 The ``triton`` package is not the Triton inside XLA that compiles the kernels on a GPU (its
 version and passes differ): the numbers are indicative, for comparing variants of the kernels,

@@ -475,6 +475,12 @@ KERNEL_STATE = {"pallas": "registers", "pallas_memory": "memory",
                 "pallas_lanes": "lanes"}  # then peak_memory
 ACCOUNTING_STATE = {"pallas_fused": "memory", "pallas_lanes_fused": "lanes",
                     "pallas_tpu": "tpu"}  # SPEC §3 in the kernel
+# What replaces the loop on each backend (the CPU's otherwise), checked and timed against it:
+# the fused kernels on a GPU; on a TPU, where "auto" keeps the loop until timed, the TPU kernel
+# and the dense decodes; the dense decodes on a CPU.
+BACKEND_DECODERS = {"gpu": ("pallas", "pallas_memory", "pallas_lanes", "pallas_fused",
+                            "pallas_lanes_fused"),
+                    "tpu": ("pallas_tpu", "dense"), "cpu": ("dense",)}
 
 
 def _use_dense(bucket, num_devices: int, scheduler: str, decoder: str) -> bool:

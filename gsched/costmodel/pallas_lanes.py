@@ -172,11 +172,12 @@ def lanes_list_kernel(rows_ref, successor_ref, top_ref, count_ref, *refs, num_de
         columns = [rows_ref[lane, slot, column] for column in range(rows_ref.shape[2])]
         device, source, duration_hi, duration_lo, *inline, first, last = columns[:6 + chunk]
         if peaks is not None:  # an idle lane accounts nothing: no device, no reads
-            reads = columns[6 + chunk:]
-            reads[PEAK_COLUMNS:] = [jnp.where(active, x, y) for x, y in zip(
-                reads[PEAK_COLUMNS:], [-1] * chunk + [reads[-2]] * 2)]
+            sizes = columns[6 + chunk:6 + chunk + PEAK_COLUMNS]
+            *read, read_first, read_last = columns[6 + chunk + PEAK_COLUMNS:]
+            reads = [*(jnp.where(active, tensor, -1) for tensor in read), read_first,
+                     jnp.where(active, read_last, read_first)]
             memory = account(lane_scalars(successor_ref, lane), lane_scalars(counts_ref[0], lane),
-                             reads, jnp.where(active, device, -1), source, memory,
+                             sizes + reads, jnp.where(active, device, -1), source, memory,
                              num_devices=num_devices, at=peaks, walking=walking)
         at = STATE_WORDS * slot
         ready = fp.Fixed(state_ref[lane, at + 1], state_ref[lane, at + 2])
@@ -234,10 +235,12 @@ def lanes_call(kernel, width: int, k: int, interpret: bool, num_warps: int, tail
         batch = word.shape[0]
         pad = -batch % block
         total = batch + pad
-        word, rows, successor = (jnp.pad(x, [(0, pad)] + [(0, 0)] * (x.ndim - 1))
-                                 for x in (word, rows, successor))
-        count = jnp.pad(count, (0, pad))  # padding: no ready slot, nothing to run
-        tree, top = ready_tree(jnp.where(jnp.arange(total)[:, None] < batch, word, 1 << k), k)
+        # Padding chromosomes: every slot waits for a dependency, nothing to run.
+        word = jnp.pad(word, ((0, pad), (0, 0)), constant_values=1 << k)
+        rows, successor = (jnp.pad(x, [(0, pad)] + [(0, 0)] * (x.ndim - 1))
+                           for x in (rows, successor))
+        count = jnp.pad(count, (0, pad))
+        tree, top = ready_tree(word, k)
         state = jnp.stack([word] + [jnp.zeros_like(word)] * (STATE_WORDS - 1),
                           axis=-1).reshape(total, -1)
         memory = [] if peaks is None else [

@@ -344,7 +344,8 @@ def entry_items(graph: PaddedGraph, num_devices: int) -> tuple[jnp.ndarray, ...]
 
 def kernel_step_times(ready: fp.Fixed, free, device, source, duration: fp.Fixed,
                       num_devices: int) -> tuple[fp.Fixed, tuple]:
-    """Inside a fused list kernel, SPEC §4 for one item (scalars): it starts once it is
+    """Inside a fused list kernel, SPEC §4 for one item (scalars, or ``[B]`` vectors with one
+    chromosome's item per lane: :mod:`gsched.costmodel.pallas_lanes`): it starts once it is
     ``ready`` and every device it uses (``device``, and a transfer's ``source``) is free
     (``free``: ``D`` fixed-point times) → ``(end, the devices' free times after it)``."""
     uses = [(device == d) | (source == d) for d in range(num_devices)]

@@ -56,6 +56,7 @@ from gsched.core.graph import Graph
 from gsched.core.padding import PaddedGraph, batch_graphs, bucket_for, pad_graph
 from gsched.costmodel.dense import DENSE_MAX_OPS, DENSE_MULTI_MAX_OPS
 from gsched.costmodel.evaluate import (
+    BACKEND_DECODERS,
     evaluate_batch,
     evaluate_population,
     evaluate_population_sharded,
@@ -605,14 +606,8 @@ def main(argv: Sequence[str] | None = None) -> dict[Config, Result]:
         for f in ((False, True) if args.fusion else (False,))]
 
     shardings = (False, True) if len(jax.devices()) > 1 else (False,)
-    # The loop against what replaces it on this backend: the dense decodes on a CPU, the
-    # fused Pallas kernels on a GPU (gsched.costmodel.pallas_decode, pallas_memory's,
-    # pallas_lanes' and those two with the memory accounted inside, pallas_peaks); on a TPU,
-    # where
-    # "auto" keeps the loop until timed, the dense decodes and the TPU kernel (pallas_tpu).
-    fast_decoders = {"gpu": ("pallas", "pallas_memory", "pallas_lanes", "pallas_fused",
-                             "pallas_lanes_fused"),
-                     "tpu": ("dense", "pallas_tpu")}.get(backend, ("dense",))
+    # The loop against what replaces it on this backend (evaluate.BACKEND_DECODERS).
+    fast_decoders = BACKEND_DECODERS.get(backend, BACKEND_DECODERS["cpu"])
     decoder_groups = [
         [Config(n, d, args.decoder_population, decoder=decoder, sharded=sh)
          for sh in shardings if not sh or args.decoder_population % len(jax.devices()) == 0
