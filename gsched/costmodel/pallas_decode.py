@@ -64,7 +64,12 @@ from gsched.core.padding import PaddedGraph
 from gsched.costmodel.pallas_lexmin import lexmin
 from gsched.costmodel.pallas_lexmin import lowers as lexmin_lowers
 from gsched.costmodel.memory import MemoryProfile, memory_profile
-from gsched.costmodel.pallas_lanes import LANES_NUM_WARPS, lanes_call, lanes_list_kernel
+from gsched.costmodel.pallas_lanes import (
+    LANES_NUM_WARPS,
+    lanes_call,
+    lanes_list_kernel,
+    list_lanes_memory,
+)
 from gsched.costmodel.pallas_memory import MEMORY_NUM_WARPS, memory_list_kernel
 from gsched.costmodel.pallas_peaks import peak_offsets, peak_tables
 from gsched.costmodel.pallas_tpu import check_smem, mosaic_call, smem_words, tpu_list_kernel
@@ -308,7 +313,8 @@ def _list_schedule(graph: PaddedGraph, keys: jnp.ndarray, placement: Placement,
         run = batched_kernel(_list_kernel, 1, k, chunk, interpret, num_warps,
                              num_devices=num_devices)
     elif state == "lanes":
-        run = batched_kernel(lanes_list_kernel, 1, k, chunk, interpret, num_warps, lanes=True,
+        run = batched_kernel(lanes_list_kernel, 1, k, chunk, interpret, num_warps,
+                             lanes=list_lanes_memory,
                              num_devices=num_devices, **peak_kwargs)
     elif state == "tpu":
         if not _interpreted(interpret):
@@ -385,7 +391,7 @@ def default_num_warps(width: int) -> int:
 def batched_kernel(kernel, per_step: int, k: int, chunk: int, interpret: bool | None,
                    num_warps: int | None, scratch: int = 0, tail: int = 4,
                    fixed_scratch: tuple[int, ...] = (), mosaic: bool = False,
-                   lanes: bool = False, **params):
+                   lanes=None, **params):
     """A kernel over a batch: ``(word [B, V_p], rows [B, V_p, C], successor [B, Q + chunk],
     count [B], *lane_state [B, V_p])`` → ``(*per-step outputs [B, V_p], tail [B, tail])``, all
     int32, vmapped over the batch (the grid) at the narrowest of :func:`lane_widths` that holds
@@ -395,8 +401,8 @@ def batched_kernel(kernel, per_step: int, k: int, chunk: int, interpret: bool | 
     as memory, dropped, then one of each size in ``fixed_scratch`` (whatever the width).
     ``mosaic``: a Mosaic TPU kernel instead (:func:`~gsched.costmodel.pallas_tpu.mosaic_call`:
     its scratch buffers are SMEM scratch, not outputs; ``num_warps`` unused); ``lanes``: a
-    kernel with one chromosome per lane (:func:`~gsched.costmodel.pallas_lanes.lanes_call`;
-    ``per_step`` 1, no scratch).
+    kernel with one chromosome per lane, given the function that builds its other inputs
+    (:func:`~gsched.costmodel.pallas_lanes.lanes_call`'s ``memory``; no scratch).
     A :func:`~gsched.core.batching.flat_batch` function: vmapping it (over graphs, or a
     caller's own ``vmap``) merges the new axis into the batch, so the width stays one
     unbatched choice."""
@@ -409,7 +415,7 @@ def batched_kernel(kernel, per_step: int, k: int, chunk: int, interpret: bool | 
             body = functools.partial(kernel, chunk=chunk, k=kw, **params)
             if lanes:
                 call = lanes_call(body, w, kw, _interpreted(interpret),
-                                  num_warps or LANES_NUM_WARPS, tail, params.get("peaks"))
+                                  num_warps or LANES_NUM_WARPS, lanes, per_step, tail, **params)
             elif mosaic:
                 call = mosaic_call(body, w, per_step, _interpreted(interpret), scratch, NEVER,
                                    tail, fixed_scratch)

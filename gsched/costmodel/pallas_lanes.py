@@ -160,10 +160,6 @@ def lanes_list_kernel(rows_ref, successor_ref, top_ref, count_ref, *refs, num_de
         plt.store(state_ref.at[lane, at + 2], end.lo, mask=valid)
         return mark(top, target, valid & (word < (1 << k)))
 
-    def walking(more):
-        """Whether any lane of the block still walks entries."""
-        return jnp.max(more.astype(jnp.int32)) > 0
-
     def step(carry):
         s, top, taken, free, memory = carry
         active = top != 0
@@ -178,24 +174,14 @@ def lanes_list_kernel(rows_ref, successor_ref, top_ref, count_ref, *refs, num_de
                      jnp.where(active, read_last, read_first)]
             memory = account(lane_scalars(successor_ref, lane), lane_scalars(counts_ref[0], lane),
                              sizes + reads, jnp.where(active, device, -1), source, memory,
-                             num_devices=num_devices, at=peaks, walking=walking)
+                             num_devices=num_devices, at=peaks, walking=any_lane)
         at = STATE_WORDS * slot
         ready = fp.Fixed(state_ref[lane, at + 1], state_ref[lane, at + 2])
         end, after = kernel_step_times(ready, free, device, source,
                                        fp.Fixed(duration_hi, duration_lo), num_devices)
         free = tuple(fp.where(active, x, y) for x, y in zip(after, free))
-        for target in inline:
-            top = lower(top, target, active, end)
-        last = jnp.where(active, last, first)
-
-        def window(carry):
-            q, top = carry
-            for j in range(chunk):
-                within = q + j < last
-                top = lower(top, successor_ref[lane, jnp.where(within, q + j, 0)], within, end)
-            return q + chunk, top
-
-        _, top = lax.while_loop(lambda c: walking(c[0] < last), window, (first, top))
+        top = walk_lanes(successor_ref, lane, (*inline, first, last), active, top,
+                         functools.partial(lower, end=end))
         if barrier:
             plt.debug_barrier()
         return s + 1, top, taken + active.astype(jnp.int32), free, memory
@@ -214,6 +200,34 @@ def lanes_list_kernel(rows_ref, successor_ref, top_ref, count_ref, *refs, num_de
         tail_ref[5 + 2 * d, lane] = peak.lo
 
 
+def any_lane(flags: jnp.ndarray) -> jnp.ndarray:
+    """Whether any lane of the block is flagged (the loops of a kernel with one chromosome per
+    lane run while any lane still has work)."""
+    return jnp.max(flags.astype(jnp.int32)) > 0
+
+
+def walk_lanes(successor_ref, lane: jnp.ndarray, columns, active: jnp.ndarray, carry, lower):
+    """Inside a kernel with one chromosome per lane: each active lane's firing successors, from
+    its item's :func:`~gsched.costmodel.pallas_decode.successor_columns` (``columns``: the
+    ``chunk`` inline slots, then the range of the rest in its row of ``successor_ref [P,
+    Q]``), the rest ``chunk`` at a time while any lane of the block has some.
+    ``lower(carry, target, valid)`` applies one successor slot (``valid``: it is one) →
+    ``carry``."""
+    *inline, first, last = columns
+    for target in inline:
+        carry = lower(carry, target, active)
+    last = jnp.where(active, last, first)
+
+    def window(c):
+        q, carry = c
+        for j in range(len(inline)):
+            within = q + j < last
+            carry = lower(carry, successor_ref[lane, jnp.where(within, q + j, 0)], within)
+        return q + len(inline), carry
+
+    return lax.while_loop(lambda c: any_lane(c[0] < last), window, (first, carry))[1]
+
+
 def lane_scalars(ref, lane: jnp.ndarray) -> Scalars:
     """:class:`~gsched.costmodel.pallas_peaks.Scalars` of each lane's own row of a ``[P, n]``
     ref: ``load(i)`` and ``store(i, value, valid)`` take an index per lane."""
@@ -221,43 +235,59 @@ def lane_scalars(ref, lane: jnp.ndarray) -> Scalars:
                    lambda i, value, valid: plt.store(ref.at[lane, i], value, mask=valid))
 
 
-def lanes_call(kernel, width: int, k: int, interpret: bool, num_warps: int, tail: int = 4,
-               peaks: PeakOffsets | None = None):
-    """The ``pallas_call`` of ``kernel`` (:func:`lanes_list_kernel` with its static arguments
-    but ``block``) over a batch at ``width`` slots, as a function ``(word [P, width], rows [P,
-    width, C], successor [P, Q], count [P]) → (order [P, width], tail [P, tail])``. A program
-    runs ``32 · num_warps`` chromosomes (the batch is padded to a multiple with chromosomes
-    that have nothing to run); their initial ready trees and state (and with ``peaks``, the
-    copies' read counts, from the entry table) are built here."""
+def list_lanes_memory(word, rows, successor, count, *, k: int, num_devices: int,
+                      peaks: PeakOffsets | None = None):
+    """:func:`lanes_list_kernel`'s inputs beside the rows and entries, of a padded batch
+    (``word [B, V_p]``): ``(top, count)`` and the memory it works in, ``(state, tree)`` (and
+    with ``peaks``, the copies' read counts from the entry table), in :func:`lanes_call`'s
+    order. ``num_devices`` is the kernel's."""
+    del rows, num_devices
+    tree, top = ready_tree(word, k)
+    state = jnp.stack([word] + [jnp.zeros_like(word)] * (STATE_WORDS - 1),
+                      axis=-1).reshape(word.shape[0], -1)
+    counts = () if peaks is None else (
+        successor[:, peaks.counts:peaks.counts + peaks.num_counts],)
+    return (top, count), (state, tree, *counts)
+
+
+def lanes_call(kernel, width: int, k: int, interpret: bool, num_warps: int, memory,
+               per_step: int = 1, tail: int = 4, **params):
+    """The ``pallas_call`` of ``kernel`` (a one-chromosome-per-lane kernel with its static
+    arguments but ``block``) over a batch at ``width`` slots, as a function ``(word [P,
+    width], rows [P, width, C], successor [P, Q], count [P]) → (*per_step outputs [P, width],
+    tail [P, tail])``. A program runs ``32 · num_warps`` chromosomes (the batch is padded to a
+    multiple with chromosomes that have nothing to run). ``memory(word, rows, successor,
+    count, k=, **params)`` (:func:`list_lanes_memory`, :func:`~gsched.costmodel.
+    pallas_lanes_dynamic.dynamic_lanes_memory`) builds the kernel's other inputs and the
+    arrays it works in, aliased to its last outputs: the kernel sees ``rows``, ``successor``,
+    those inputs, those arrays (unused: their outputs are their memory), the per-step outputs
+    ``[width, P]`` (step-major), ``tail [tail, P]``, then the arrays."""
     block = 32 * num_warps
 
     def run(word, rows, successor, count):
         batch = word.shape[0]
         pad = -batch % block
-        total = batch + pad
         # Padding chromosomes: every slot waits for a dependency, nothing to run.
         word = jnp.pad(word, ((0, pad), (0, 0)), constant_values=1 << k)
         rows, successor = (jnp.pad(x, [(0, pad)] + [(0, 0)] * (x.ndim - 1))
                            for x in (rows, successor))
         count = jnp.pad(count, (0, pad))
-        tree, top = ready_tree(word, k)
-        state = jnp.stack([word] + [jnp.zeros_like(word)] * (STATE_WORDS - 1),
-                          axis=-1).reshape(total, -1)
-        memory = [] if peaks is None else [
-            successor[:, peaks.counts:peaks.counts + peaks.num_counts]]
-        inputs = (rows, successor, top, count, state, tree, *memory)
-        outputs = (jax.ShapeDtypeStruct((width, total), jnp.int32),
+        fixed, arrays = memory(word, rows, successor, count, k=k, **params)
+        total = batch + pad
+        inputs = (rows, successor, *fixed, *arrays)
+        first = 2 + len(fixed)  # the first aliased input
+        outputs = (*[jax.ShapeDtypeStruct((width, total), jnp.int32)] * per_step,
                    jax.ShapeDtypeStruct((tail, total), jnp.int32),
-                   *(jax.ShapeDtypeStruct(x.shape, jnp.int32) for x in inputs[4:]))
-        order, last, *_ = pl.pallas_call(
+                   *(jax.ShapeDtypeStruct(x.shape, jnp.int32) for x in arrays))
+        *steps, last = pl.pallas_call(
             functools.partial(kernel, block=block, barrier=not interpret),
             grid=(total // block,),
             out_shape=outputs,
-            input_output_aliases={4 + i: 2 + i for i in range(len(inputs) - 4)},
+            input_output_aliases={first + i: per_step + 1 + i for i in range(len(arrays))},
             interpret=interpret,
             compiler_params=None if interpret else plt.CompilerParams(num_warps=num_warps),
             name="gsched_schedule_lanes",
-        )(*inputs)
-        return order.T[:batch], last.T[:batch]
+        )(*inputs)[:per_step + 1]
+        return (*(x.T[:batch] for x in steps), last.T[:batch])
 
     return run
