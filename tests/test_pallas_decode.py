@@ -66,9 +66,9 @@ def small_graphs(rng):
                    is_input=[True, False, False, False])]
 
 
-def compare(padded, keys, d, params=PARAMS, **kwargs):
+def compare(padded, keys, d, params=PARAMS, decoder="pallas", **kwargs):
     want = evaluate_with_decoder(padded, keys, params, num_devices=d, decoder="loop", **kwargs)
-    got = evaluate_with_decoder(padded, keys, params, num_devices=d, decoder="pallas", **kwargs)
+    got = evaluate_with_decoder(padded, keys, params, num_devices=d, decoder=decoder, **kwargs)
     assert_identical(want, got)
     return got
 
@@ -146,7 +146,7 @@ def test_padding_into_a_larger_bucket_changes_nothing(scheduler):
 
 @pytest.mark.parametrize("decoder, schedulers", [("pallas", ("list", "priority")),
                                                  ("pallas_tpu", ("list",)),
-                                                 ("pallas_lanes", ("list",))])
+                                                 ("pallas_lanes", ("list", "fifo"))])
 def test_compiles_once_per_bucket(decoder, schedulers):
     rng = np.random.default_rng(7)
     fn = evaluate_module._evaluate_decoder
@@ -195,14 +195,15 @@ def test_the_switch_and_its_checks():
         pallas_dynamic_schedule(graph, jnp.asarray(keys[0]), placement, PARAMS, 2, "list")
 
 
-def test_spec_8_4_row_5_priority_on_two_devices():
+@pytest.mark.parametrize("decoder", ["pallas", "pallas_lanes"])
+def test_spec_8_4_row_5_priority_on_two_devices(decoder):
     # SPEC §8.4 row 5 (the diamond, D = 2, priority): a 0–2, b 2–5, X(t0,1) 2–2, c 2–6,
     # X(t2,0) 6–6, d 6–7 (tests/test_exec_model.py checks the loop against the reference).
     keys = [.9, .1, .9, .1, .1, .9, .9, .1] + [.9, .8, .7, .1] + [.5, .6, .5, .5, .2, .3, .5, .5]
     bucket = Bucket(4, 4, 4)
     got = compare(pad_graph(diamond(), bucket),
                   pad_keys(np.asarray([keys], np.float32), diamond(), bucket, 2), 2,
-                  CostParams(), scheduler="priority")
+                  CostParams(), decoder=decoder, scheduler="priority")
     order = np.asarray(got.order[0])[:int(got.num_steps[0])]
     assert [item_to_tuple(int(i), 4, 2) for i in order] == [
         ("op", 0), ("op", 1), ("xfer", 0, 1), ("op", 2), ("xfer", 2, 0), ("op", 3)]

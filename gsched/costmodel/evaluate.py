@@ -21,9 +21,10 @@ On a GPU every scheduler (any ``D``) runs as one fused Pallas kernel per chromos
 :mod:`gsched.costmodel.pallas_decode` for the list scheduler, :mod:`gsched.costmodel.
 pallas_dynamic` for §8.2's (same results bit for bit; ``decoder="pallas"``); the list kernel
 with its lanes in memory (:mod:`gsched.costmodel.pallas_memory`), that kernel with SPEC §3's
-memory accounted inside it (:mod:`gsched.costmodel.pallas_peaks`), the list kernel with one
-chromosome per lane (:mod:`gsched.costmodel.pallas_lanes`) and that kernel accounting the
-memory only when asked for (``decoder="pallas_memory"`` / ``"pallas_fused"`` /
+memory accounted inside it (:mod:`gsched.costmodel.pallas_peaks`), the kernels with one
+chromosome per lane (:mod:`gsched.costmodel.pallas_lanes`; §8.2's,
+:mod:`gsched.costmodel.pallas_lanes_dynamic`) and the list one accounting the memory only
+when asked for (``decoder="pallas_memory"`` / ``"pallas_fused"`` /
 ``"pallas_lanes"`` / ``"pallas_lanes_fused"``) until a GPU has timed them. The list
 scheduler's kernel for TPUs (:mod:`gsched.costmodel.pallas_tpu`, Mosaic, SPEC §3 accounted
 inside) likewise only when asked for (``decoder="pallas_tpu"``): on a TPU "auto" runs the loop.
@@ -470,7 +471,8 @@ def _sharded(graph, keys, params, num_devices, mesh, axis, pinned, chunk, schedu
 DECODERS = ("auto", "dense", "loop", "pallas", "pallas_memory", "pallas_lanes", "pallas_fused",
             "pallas_lanes_fused", "pallas_tpu")
 # they need scheduler="list"
-LIST_ONLY_DECODERS = DECODERS[DECODERS.index("pallas_memory"):] + ("dense",)
+LIST_ONLY_DECODERS = ("dense", "pallas_memory", "pallas_fused", "pallas_lanes_fused",
+                      "pallas_tpu")
 KERNEL_STATE = {"pallas": "registers", "pallas_memory": "memory",
                 "pallas_lanes": "lanes"}  # then peak_memory
 ACCOUNTING_STATE = {"pallas_fused": "memory", "pallas_lanes_fused": "lanes",
@@ -530,9 +532,10 @@ def evaluate_with_decoder(graph: PaddedGraph, keys: jnp.ndarray,
     Pallas' interpreter on a CPU, slow there), ``"pallas_memory"`` (the list scheduler's
     kernel with its lanes in memory, :mod:`gsched.costmodel.pallas_memory`),
     ``"pallas_fused"`` (that kernel accounting SPEC §3's memory as it schedules, instead of a
-    walk after it: :mod:`gsched.costmodel.pallas_peaks`), ``"pallas_lanes"`` (the list
-    scheduler's kernel with one chromosome per lane and a bit-set ready tree,
-    :mod:`gsched.costmodel.pallas_lanes`), ``"pallas_lanes_fused"`` (that kernel accounting
+    walk after it: :mod:`gsched.costmodel.pallas_peaks`), ``"pallas_lanes"`` (one chromosome
+    per lane: the list scheduler's kernel with a bit-set ready tree,
+    :mod:`gsched.costmodel.pallas_lanes`; ``"priority"`` / ``"fifo"`` with a heap per stream,
+    :mod:`gsched.costmodel.pallas_lanes_dynamic`), ``"pallas_lanes_fused"`` (that kernel accounting
     SPEC §3 as ``"pallas_fused"`` does) or ``"pallas_tpu"`` (the list scheduler's kernel for
     TPUs, accounting SPEC §3 too: :mod:`gsched.costmodel.pallas_tpu`). Every decoder gives the
     same results; with an event-driven scheduler "loop" runs

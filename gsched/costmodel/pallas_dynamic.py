@@ -38,6 +38,7 @@ from jax import lax
 from gsched.core import fixedpoint as fp
 from gsched.core.padding import PaddedGraph
 from gsched.costmodel.dynamic import DynamicSchedule, item_streams, timed_schedule
+from gsched.costmodel.pallas_lanes_dynamic import dynamic_lanes_memory, lanes_dynamic_kernel
 from gsched.costmodel.pallas_lexmin import BIG, lexmin
 from gsched.costmodel.params import CostParams
 from gsched.costmodel.pallas_decode import (
@@ -81,19 +82,28 @@ def dynamic_inputs(graph: PaddedGraph, keys: jnp.ndarray, placement: Placement,
 def pallas_dynamic_schedule(graph: PaddedGraph, keys: jnp.ndarray, placement: Placement,
                             params: CostParams, num_devices: int, scheduler: str,
                             chunk: int = KERNEL_CHUNK, interpret: bool | None = None,
-                            num_warps: int | None = None) -> DynamicSchedule:
+                            num_warps: int | None = None,
+                            state: str = "registers") -> DynamicSchedule:
     """One chromosome's ``"priority"`` or ``"fifo"`` schedule (no batch axis; ``jax.vmap``
     makes the population the kernel's grid), bit for bit the loop's :class:`DynamicSchedule`.
-    Arguments as :func:`~gsched.costmodel.pallas_decode.pallas_schedule`'s."""
+    Arguments as :func:`~gsched.costmodel.pallas_decode.pallas_schedule`'s; ``state``:
+    ``"registers"`` (this module's kernel) or ``"lanes"`` (one chromosome per lane,
+    :mod:`gsched.costmodel.pallas_lanes_dynamic`)."""
     if scheduler not in ("priority", "fifo"):
         raise ValueError(f"the event-driven kernel runs 'priority' or 'fifo', got {scheduler!r}")
     slots, k, rows, lanes, duration, unit, runtime_bound = dynamic_inputs(
         graph, keys, placement, params, num_devices, chunk)
-    run = batched_kernel(_dynamic_kernel, 3, k, chunk, interpret, num_warps,
-                         fifo=scheduler == "fifo")
+    fifo = scheduler == "fifo"
+    if state == "lanes":  # each slot's stream goes with its row
+        run = batched_kernel(lanes_dynamic_kernel, 3, k, chunk, interpret, num_warps,
+                             lanes=dynamic_lanes_memory, num_devices=num_devices, fifo=fifo)
+        lane_state = ()
+        rows = jnp.concatenate([lanes[0][:, None], rows], axis=1)
+    else:
+        run = batched_kernel(_dynamic_kernel, 3, k, chunk, interpret, num_warps, fifo=fifo)
+        lane_state = tuple(x[None] for x in lanes)
     order, start_hi, start_lo, tail = (x[0] for x in run(
-        slots.word[None], rows[None], slots.successor[None], slots.count[None],
-        *(x[None] for x in lanes)))
+        slots.word[None], rows[None], slots.successor[None], slots.count[None], *lane_state))
     taken = tail[2]
     position = positions(slots, order, taken)  # by item
     at = jnp.maximum(position, 0)
@@ -111,14 +121,15 @@ def fused_schedule(graph: PaddedGraph, keys: jnp.ndarray, placement: Placement,
     ``"fifo"``, :func:`~gsched.costmodel.pallas_decode.pallas_schedule` for ``"list"`` (its
     schedule with ``start`` / ``end`` None: the list scheduler keeps no times). ``state``:
     ``"memory"`` runs the list scheduler's :mod:`gsched.costmodel.pallas_memory` kernel (the
-    list scheduler only)."""
+    list scheduler only); ``"lanes"`` the one-chromosome-per-lane kernels
+    (:mod:`gsched.costmodel.pallas_lanes`, :mod:`gsched.costmodel.pallas_lanes_dynamic`)."""
     if scheduler == "list":
         return DynamicSchedule(pallas_schedule(graph, keys, placement, params, num_devices,
                                                chunk, interpret, num_warps, state), None, None)
-    if state != "registers":
+    if state not in ("registers", "lanes"):
         raise ValueError(f"the {state!r} kernel runs the list scheduler only, not {scheduler!r}")
     return pallas_dynamic_schedule(graph, keys, placement, params, num_devices, scheduler,
-                                   chunk, interpret, num_warps)
+                                   chunk, interpret, num_warps, state)
 
 
 def fused_inputs(graph: PaddedGraph, keys: jnp.ndarray, placement: Placement,
