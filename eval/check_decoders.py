@@ -34,6 +34,7 @@ from gsched.costmodel.params import CostParams
 from gsched.generators import random_computation_graph
 from gsched.harness.benchmarks import mismatches, parse_int_list
 from gsched.infra.progress import log
+from gsched.infra.resources import release_if_crowded
 
 # Transfers, roofline kernel times, launch overhead, a capacity some chromosomes exceed.
 PARAMS = CostParams(latency=0.1, bandwidth=1e3, hbm_bandwidth=3e4, launch_overhead=0.01,
@@ -90,6 +91,7 @@ def main(argv: Sequence[str] | None = None) -> int:
                         bad = check(n, d, fusion, decoder, args.population, seed=n * 10 + d,
                                     scheduler=scheduler)
                         failed += bool(bad)
+                        release_if_crowded()  # each configuration compiles anew
                         verdict = "DIFFERS: " + "; ".join(bad) if bad else "identical"
                         log(f"[check] {decoder} vs loop, {scheduler}, {n} ops, D = {d}, fusion "
                             f"{fusion}, P = {args.population}: {verdict} "

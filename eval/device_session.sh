@@ -19,8 +19,9 @@
 # (the kernels' chunk × warps sweeps: eval.tune_kernel, list and priority at 500 ops, list at
 # 2,000 ops, where the warps rule above 1,024 lanes is an untimed extrapolation), lanes (the
 # list kernel with one chromosome per lane, checked, then timed against the register kernel
-# at 500 ops and in whole evaluations; self-contained, ~6–9 min) and lanes_scaling (the
-# same at 2,000 and 10,000 ops).
+# at 500 ops and in whole evaluations; self-contained, ~6–9 min), lanes_scaling (the
+# same at 2,000 and 10,000 ops) and lanes_dynamic (SPEC §8.2's schedulers with one chromosome
+# per lane, checked, then timed against their register kernel at 500 ops, D = 2; ~4–5 min).
 # 2026-11-26 on an H200 (session 9): "check bench train tests", then "profile go_gdp scaling".
 # 2026-11-26 on an H100 (session 13): "check tune bench profile" (333 s), then "tests go_gdp
 # scaling" (299 s; tests and go_gdp ran out of their limits, raised since). The tuning made the
@@ -39,12 +40,14 @@
 # memory times whole evaluations of pallas / pallas_memory / pallas_fused first.
 # Session 20 (no GPU) added the list kernel with one chromosome per lane (decoder
 # "pallas_lanes", gsched.costmodel.pallas_lanes: a bit-set ready tree per lane, O(log V) work
-# per step instead of O(V_p); never "auto" until timed).
+# per step instead of O(V_p); never "auto" until timed). Session 21 (no GPU) gave SPEC §8.2's
+# schedulers the same layout (pallas_lanes with priority / fifo: a heap per stream per lane).
 # Next GPU session (the machine stays warm only ~30 s between calls: chain them at once):
 # call 1: "lanes" (the lane kernels checked and timed against the register kernel, ~6–9 min:
 # if one is the fastest, "auto" should pick it, documented with the numbers); call 2:
-# "lanes_scaling check ab" (the same at 2,000 and 10,000 ops; identity of every kernel at the
-# current defaults; the kernels against session 13's, BASELINE = a worktree of 9e5fd8d);
+# "lanes_scaling lanes_dynamic check ab" (the same at 2,000 and 10,000 ops; §8.2's lane
+# kernels; identity of every kernel at the current defaults; the kernels against session
+# 13's, BASELINE = a worktree of 9e5fd8d);
 # then "memory regs profile" (whole evaluations of the list kernels at 500 ops, D = 2; the
 # memory kernel against the register one up to 10,000 ops; XLA's registers per kernel; the
 # prologue's rows "slot ranking" / "slot tables" / "kernel inputs"), then "bench", "go_gdp"
@@ -128,6 +131,22 @@ lanes() {  # the list kernel with one chromosome per lane (pallas_lanes, and acc
     --section-title "Whole evaluations, the list kernels, 500 ops, D = 2 — GPU"
 }
 
+lanes_dynamic() {  # SPEC §8.2's schedulers with one chromosome per lane (pallas_lanes with
+  # priority / fifo: a heap per stream per lane; "auto" keeps the register kernel) checked
+  # against the loop, then timed against the register kernel, schedule alone, 500 ops, D = 2
+  step 150 check_lanes_dynamic $PY -m eval.check_decoders --sizes 500 --devices 1,2,4 \
+    --population 512 --decoders pallas_lanes --schedulers priority,fifo \
+    || { echo "!!! lanes_dynamic: the kernel failed or differed, timings skipped"; return 1; }
+  [ -f "$OUT/benchmarks.md" ] || cp docs/benchmarks.md "$OUT/benchmarks.md"
+  local scheduler
+  for scheduler in priority fifo; do
+    step 90 "lanes_$scheduler" $PY -m eval.tune_kernel --size 500 --devices 2 \
+      --scheduler $scheduler --states registers,lanes --chunks 2 --warps 0 --population 16384 \
+      --repeats 3 --output "$OUT/benchmarks.md" \
+      --section-title "$scheduler kernels, per program or per lane, 500 ops, D = 2 — GPU"
+  done
+}
+
 lanes_scaling() {  # the two list kernels, schedule alone, where the register kernel is
   # O(V_p^2) per chromosome and spills (after "lanes", which checks the lane kernels)
   [ -n "$lanes_ok" ] || { echo "!!! lanes_scaling: the lane kernels failed, skipped"; return 1; }
@@ -169,7 +188,7 @@ tests() {  # the interpret-mode identity tests, compiled for the GPU this time
 }
 
 profile() {
-  step 60 profile_500 $PY -m eval.profile_decode --sizes 500 --devices 1,2,4 --population 16384
+  step 90 profile_500 $PY -m eval.profile_decode --sizes 500 --devices 1,2,4 --population 16384
   step 50 profile_2000 $PY -m eval.profile_decode --sizes 2000 --devices 1,2 --population 2048
   step 50 profile_priority $PY -m eval.profile_decode --sizes 500 --devices 2 --population 4096 \
     --scheduler priority

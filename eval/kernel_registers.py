@@ -15,8 +15,10 @@ Kernels: ``list``, ``priority``, ``fifo`` (the register kernels of those schedul
 ``list_memory`` (the list scheduler's kernel with its lanes in memory,
 :mod:`gsched.costmodel.pallas_memory`), ``list_fused`` (that kernel accounting SPEC §3's
 memory as it schedules, :mod:`gsched.costmodel.pallas_peaks`), ``list_lanes`` (the list
-scheduler's kernel with one chromosome per lane, :mod:`gsched.costmodel.pallas_lanes`) and
-``list_lanes_fused`` (that one accounting SPEC §3's memory too).
+scheduler's kernel with one chromosome per lane, :mod:`gsched.costmodel.pallas_lanes`),
+``list_lanes_fused`` (that one accounting SPEC §3's memory too), ``priority_lanes`` and
+``fifo_lanes`` (§8.2's schedulers with one chromosome per lane,
+:mod:`gsched.costmodel.pallas_lanes_dynamic`).
 
 The ``triton`` package is not the Triton inside XLA that compiles the kernels on a GPU (its
 version and passes differ): the numbers are indicative, for comparing variants of the kernels,
@@ -56,8 +58,10 @@ REGISTERS_PER_SM, MAX_BLOCKS_PER_SM, MAX_WARPS_PER_SM, SMS_H100 = 65536, 32, 64,
 KERNELS = {"list": ("list", "registers"), "list_memory": ("list", "memory"),
            "list_lanes": ("list", "lanes"), "list_fused": ("list", "memory_fused"),
            "list_lanes_fused": ("list", "lanes_fused"), "priority": ("priority", "registers"),
-           "fifo": ("fifo", "registers")}
-PER_LANE = ("list_lanes", "list_lanes_fused")  # one chromosome per lane (thread)
+           "fifo": ("fifo", "registers"), "priority_lanes": ("priority", "lanes"),
+           "fifo_lanes": ("fifo", "lanes")}
+# one chromosome per lane (thread)
+PER_LANE = ("list_lanes", "list_lanes_fused", "priority_lanes", "fifo_lanes")
 
 
 def triton_modules(size: int, num_devices: int, kernel: str, chunk: int
@@ -199,7 +203,7 @@ def main(argv: Sequence[str] | None = None) -> None:
         f"`triton` package {triton.__version__} (not XLA's own Triton: indicative, for "
         f"comparing variants); registers per thread from `ptxas -v`; programs per SM from "
         f"65,536 registers, 32 blocks, 64 warps per SM; one chromosome per program "
-        f"(`list_lanes`: one per thread).",
+        f"({', '.join(f'`{k}`' for k in PER_LANE)}: one per thread).",
         "", *rows, ""])
     publish_section(args.output, args.section_title, body, "registers")
 

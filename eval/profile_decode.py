@@ -10,7 +10,8 @@ compacted (``slot_tables``), + durations and the kernel's rows (``list_inputs`` 
 that keeps SPEC §3's memory itself (``pallas_peaks.peak_tables``), and the placement + the
 vmapped SPEC §3 walk the other decoders run after their schedule, alone (on every item in
 index order: its work does not depend on the order); on a GPU, the kernel inputs
-and the fused kernel with its result conversion, and (list) the whole ``pallas_fused``
+and the fused kernel with its result conversion (the register kernel, then the kernel with
+one chromosome per lane), and (list) the whole ``pallas_fused`` and ``pallas_lanes_fused``
 schedule and memory; and the whole ``evaluate_population`` (+ SPEC §3's memory walk; on a CPU
 with the loop or dense decoders). Differences to the first row are the set-ups' costs, to the
 kernel's row the memory walk's::
@@ -107,11 +108,13 @@ def stages(num_devices: int, chunk: int | None, base: int, scheduler: str = "lis
                                num_devices, scheduler, kernel_chunk)
         return jax.vmap(one)(keys)
 
-    def schedule(g, keys, prm):
-        def one(k):
-            return fused_schedule(g, k[:base], decode_placement(g, k[:base], num_devices), prm,
-                                  num_devices, scheduler, kernel_chunk)
-        return jax.vmap(one)(keys)
+    def schedule(state):
+        def fn(g, keys, prm):
+            def one(k):
+                return fused_schedule(g, k[:base], decode_placement(g, k[:base], num_devices),
+                                      prm, num_devices, scheduler, kernel_chunk, state=state)
+            return jax.vmap(one)(keys)
+        return fn
 
     def peak_inputs(g, keys, prm):
         def one(k):
@@ -128,11 +131,13 @@ def stages(num_devices: int, chunk: int | None, base: int, scheduler: str = "lis
         return jax.vmap(lambda k: peak_memory(g, decode_placement(g, k[:base], num_devices),
                                               schedule, prm.capacity, num_devices))(keys)
 
-    def fused(g, keys, prm):
-        def one(k):
-            return pallas_schedule_and_memory(g, k[:base], decode_placement(
-                g, k[:base], num_devices), prm, num_devices, kernel_chunk)
-        return jax.vmap(one)(keys)
+    def fused(state):
+        def fn(g, keys, prm):
+            def one(k):
+                return pallas_schedule_and_memory(g, k[:base], decode_placement(
+                    g, k[:base], num_devices), prm, num_devices, kernel_chunk, state=state)
+            return jax.vmap(one)(keys)
+        return fn
 
     def whole(g, keys, prm):
         return evaluate_population(g, keys, prm, num_devices=num_devices, chunk=chunk,
@@ -145,9 +150,11 @@ def stages(num_devices: int, chunk: int | None, base: int, scheduler: str = "lis
         rows += [("placement + kernel inputs + peak tables", peak_inputs),
                  ("placement + memory walk alone", walk)]
     if pallas_applies():  # interpreted on a CPU: its time would mean nothing
-        rows.append(("kernel inputs + kernel and result", schedule))
+        rows += [("kernel inputs + kernel and result", schedule("registers")),
+                 ("kernel inputs + lane kernel and result", schedule("lanes"))]
         if scheduler == "list":
-            rows.append(("peak tables + kernel with memory (fused)", fused))
+            rows += [("peak tables + kernel with memory (fused)", fused("memory")),
+                     ("peak tables + lane kernel with memory", fused("lanes"))]
     return rows + [("+ memory walk = evaluate_population", whole)]
 
 

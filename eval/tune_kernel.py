@@ -1,9 +1,10 @@
 """The fused decode kernels' knobs, timed: successor entries per inner iteration (``chunk``),
-Triton warps per program (``num_warps``) and, for the list scheduler, where the kernel keeps
-its lanes (``--states registers,memory,lanes``: :mod:`gsched.costmodel.pallas_decode`'s kernel,
-:mod:`gsched.costmodel.pallas_memory`'s or :mod:`gsched.costmodel.pallas_lanes`', one
-chromosome per lane), on one graph's population, for the list kernel or
-(``--scheduler``) the event-driven one.
+Triton warps per program (``num_warps``) and where the kernel keeps its lanes (``--states
+registers,memory,lanes``: :mod:`gsched.costmodel.pallas_decode`'s kernel,
+:mod:`gsched.costmodel.pallas_memory`'s (the list scheduler only) or
+:mod:`gsched.costmodel.pallas_lanes`', one chromosome per lane; for ``--scheduler priority`` /
+``fifo``, :mod:`gsched.costmodel.pallas_dynamic`'s and :mod:`gsched.costmodel.
+pallas_lanes_dynamic`'s), on one graph's population.
 
 Times the schedule alone (placement, ``schedule_init`` or ``dynamic_init``, the kernel and its
 result, as ``eval.profile_decode``'s third stage), every variant on the same keys, interleaved
@@ -90,7 +91,7 @@ def main(argv: Sequence[str] | None = None) -> None:
     p.add_argument("--devices", type=int, default=2)
     p.add_argument("--scheduler", choices=("list", "priority", "fifo"), default="list")
     p.add_argument("--states", default="registers",
-                   help="comma-separated: registers, memory, lanes (the list scheduler only)")
+                   help="comma-separated: registers, memory (the list scheduler only), lanes")
     p.add_argument("--chunks", type=parse_int_list, default=(1, 2, 4, 8))
     p.add_argument("--warps", type=parse_int_list, default=(0,),
                    help="Triton warps per program; 0: the kernel's default")

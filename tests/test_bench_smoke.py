@@ -119,6 +119,22 @@ def test_profile_decode_times_every_stage(capsys):
     assert sum("ms/call" in line for line in lines) == 6 and "fifo scheduler" in lines[0]
 
 
+def test_profile_decode_kernel_rows_run(capsys, monkeypatch):
+    # The rows a GPU adds (each kernel's schedule; the list kernels with SPEC §3 inside), run
+    # here in Pallas' interpreter: their times mean nothing, their programs run.
+    monkeypatch.setattr(profile_decode, "pallas_applies", lambda: True)
+    for scheduler, rows in (("list", ("kernel inputs + kernel and result",
+                                      "kernel inputs + lane kernel and result",
+                                      "peak tables + kernel with memory (fused)",
+                                      "peak tables + lane kernel with memory")),
+                            ("priority", ("kernel inputs + lane kernel and result",))):
+        profile_decode.main(["--sizes", "12", "--devices", "2", "--population", "3",
+                             "--repeats", "1", "--scheduler", scheduler])
+        lines = capsys.readouterr().err.splitlines()
+        for row in rows:
+            assert sum(f"D = 2: {row} " in line for line in lines) == 1, row
+
+
 def test_tune_kernel_times_every_variant_and_checks_them_identical(tmp_path):
     out = tmp_path / "bench.md"
     tune_kernel.main(["--size", "12", "--devices", "2", "--states", "registers,memory,lanes",
