@@ -132,10 +132,11 @@ lanes() {  # the list kernel with one chromosome per lane (pallas_lanes, and acc
 }
 
 lanes_dynamic() {  # SPEC §8.2's schedulers with one chromosome per lane (pallas_lanes with
-  # priority / fifo: a heap per stream per lane; "auto" keeps the register kernel) checked
-  # against the loop, then timed against the register kernel, schedule alone, 500 ops, D = 2
-  step 150 check_lanes_dynamic $PY -m eval.check_decoders --sizes 500 --devices 1,2,4 \
-    --population 512 --decoders pallas_lanes --schedulers priority,fifo \
+  # priority / fifo: a heap per stream per lane; pallas_lanes_fused accounting SPEC §3 inside
+  # too; "auto" keeps the register kernel) checked against the loop, then timed against the
+  # register kernel, schedule alone, 500 ops, D = 2; "profile" has their whole evaluations
+  step 180 check_lanes_dynamic $PY -m eval.check_decoders --sizes 500 --devices 1,2,4 \
+    --population 512 --decoders pallas_lanes,pallas_lanes_fused --schedulers priority,fifo \
     || { echo "!!! lanes_dynamic: the kernel failed or differed, timings skipped"; return 1; }
   [ -f "$OUT/benchmarks.md" ] || cp docs/benchmarks.md "$OUT/benchmarks.md"
   local scheduler
@@ -190,7 +191,7 @@ tests() {  # the interpret-mode identity tests, compiled for the GPU this time
 profile() {
   step 90 profile_500 $PY -m eval.profile_decode --sizes 500 --devices 1,2,4 --population 16384
   step 50 profile_2000 $PY -m eval.profile_decode --sizes 2000 --devices 1,2 --population 2048
-  step 50 profile_priority $PY -m eval.profile_decode --sizes 500 --devices 2 --population 4096 \
+  step 70 profile_priority $PY -m eval.profile_decode --sizes 500 --devices 2 --population 4096 \
     --scheduler priority
 }
 

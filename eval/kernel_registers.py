@@ -18,7 +18,8 @@ memory as it schedules, :mod:`gsched.costmodel.pallas_peaks`), ``list_lanes`` (t
 scheduler's kernel with one chromosome per lane, :mod:`gsched.costmodel.pallas_lanes`),
 ``list_lanes_fused`` (that one accounting SPEC §3's memory too), ``priority_lanes`` and
 ``fifo_lanes`` (§8.2's schedulers with one chromosome per lane,
-:mod:`gsched.costmodel.pallas_lanes_dynamic`).
+:mod:`gsched.costmodel.pallas_lanes_dynamic`) and ``priority_lanes_fused`` /
+``fifo_lanes_fused`` (those accounting SPEC §3's memory too).
 
 The ``triton`` package is not the Triton inside XLA that compiles the kernels on a GPU (its
 version and passes differ): the numbers are indicative, for comparing variants of the kernels,
@@ -44,7 +45,7 @@ import numpy as np
 
 from gsched.core.padding import bucket_for, pad_graph, pad_keys
 from gsched.costmodel.pallas_decode import KERNEL_CHUNK, pallas_schedule_and_memory
-from gsched.costmodel.pallas_dynamic import fused_schedule
+from gsched.costmodel.pallas_dynamic import dynamic_schedule_and_memory, fused_schedule
 from gsched.costmodel.pallas_lexmin import lowers as lexmin_lowers
 from gsched.costmodel.params import CostParams
 from gsched.costmodel.schedule import decode_placement
@@ -59,9 +60,9 @@ KERNELS = {"list": ("list", "registers"), "list_memory": ("list", "memory"),
            "list_lanes": ("list", "lanes"), "list_fused": ("list", "memory_fused"),
            "list_lanes_fused": ("list", "lanes_fused"), "priority": ("priority", "registers"),
            "fifo": ("fifo", "registers"), "priority_lanes": ("priority", "lanes"),
-           "fifo_lanes": ("fifo", "lanes")}
-# one chromosome per lane (thread)
-PER_LANE = ("list_lanes", "list_lanes_fused", "priority_lanes", "fifo_lanes")
+           "fifo_lanes": ("fifo", "lanes"), "priority_lanes_fused": ("priority", "lanes_fused"),
+           "fifo_lanes_fused": ("fifo", "lanes_fused")}
+PER_LANE = tuple(kernel for kernel in KERNELS if "lanes" in kernel)  # a chromosome per thread
 
 
 def triton_modules(size: int, num_devices: int, kernel: str, chunk: int
@@ -91,6 +92,9 @@ def triton_modules(size: int, num_devices: int, kernel: str, chunk: int
 
     def one(c):
         placement = decode_placement(padded, c, num_devices)
+        if state.endswith("_fused") and scheduler != "list":  # the lane kernel, accounting
+            return dynamic_schedule_and_memory(padded, c, placement, params, num_devices,
+                                               scheduler, chunk, interpret=False)
         if state.endswith("_fused"):  # the kernel at that state, accounting SPEC §3
             return pallas_schedule_and_memory(padded, c, placement, params, num_devices, chunk,
                                               interpret=False, state=state.removesuffix("_fused"))
@@ -174,6 +178,7 @@ def main(argv: Sequence[str] | None = None) -> None:
     rows = ["| kernel | lanes | warps | registers | spills (B stored / loaded) | "
             "programs per SM | chromosomes in flight, 132 SMs |",
             "| --- | --- | --- | --- | --- | --- | --- |"]
+    per_lane = [kernel for kernel in args.kernels.split(",") if kernel in PER_LANE]
     for kernel in args.kernels.split(","):
         modules = triton_modules(args.size, args.devices, kernel, args.chunk)
         for width, text in modules:
@@ -202,8 +207,9 @@ def main(argv: Sequence[str] | None = None) -> None:
         f"chunk {args.chunk}, lowered for CUDA on the CPU and compiled for sm_90a with the "
         f"`triton` package {triton.__version__} (not XLA's own Triton: indicative, for "
         f"comparing variants); registers per thread from `ptxas -v`; programs per SM from "
-        f"65,536 registers, 32 blocks, 64 warps per SM; one chromosome per program "
-        f"({', '.join(f'`{k}`' for k in PER_LANE)}: one per thread).",
+        f"65,536 registers, 32 blocks, 64 warps per SM; one chromosome per program"
+        + "".join(f" (`{k}`" if i == 0 else f", `{k}`" for i, k in enumerate(per_lane))
+        + (": one per thread)." if per_lane else "."),
         "", *rows, ""])
     publish_section(args.output, args.section_title, body, "registers")
 

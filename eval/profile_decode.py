@@ -11,8 +11,8 @@ that keeps SPEC §3's memory itself (``pallas_peaks.peak_tables``), and the plac
 vmapped SPEC §3 walk the other decoders run after their schedule, alone (on every item in
 index order: its work does not depend on the order); on a GPU, the kernel inputs
 and the fused kernel with its result conversion (the register kernel, then the kernel with
-one chromosome per lane), and (list) the whole ``pallas_fused`` and ``pallas_lanes_fused``
-schedule and memory; and the whole ``evaluate_population`` (+ SPEC §3's memory walk; on a CPU
+one chromosome per lane), and the whole ``pallas_lanes_fused`` (and for the list scheduler
+``pallas_fused``) schedule and memory; and the whole ``evaluate_population`` (+ SPEC §3's memory walk; on a CPU
 with the loop or dense decoders). Differences to the first row are the set-ups' costs, to the
 kernel's row the memory walk's::
 
@@ -44,7 +44,11 @@ from gsched.costmodel.pallas_decode import (
     ranked_slots,
     slot_tables,
 )
-from gsched.costmodel.pallas_dynamic import fused_inputs, fused_schedule
+from gsched.costmodel.pallas_dynamic import (
+    dynamic_schedule_and_memory,
+    fused_inputs,
+    fused_schedule,
+)
 from gsched.costmodel.pallas_peaks import peak_tables
 from gsched.costmodel.params import CostParams
 from gsched.costmodel.schedule import (
@@ -134,8 +138,12 @@ def stages(num_devices: int, chunk: int | None, base: int, scheduler: str = "lis
     def fused(state):
         def fn(g, keys, prm):
             def one(k):
-                return pallas_schedule_and_memory(g, k[:base], decode_placement(
-                    g, k[:base], num_devices), prm, num_devices, kernel_chunk, state=state)
+                placement = decode_placement(g, k[:base], num_devices)
+                if scheduler != "list":  # the lane kernel, the only one accounting for §8.2
+                    return dynamic_schedule_and_memory(g, k[:base], placement, prm,
+                                                       num_devices, scheduler, kernel_chunk)
+                return pallas_schedule_and_memory(g, k[:base], placement, prm, num_devices,
+                                                  kernel_chunk, state=state)
             return jax.vmap(one)(keys)
         return fn
 
@@ -153,8 +161,8 @@ def stages(num_devices: int, chunk: int | None, base: int, scheduler: str = "lis
         rows += [("kernel inputs + kernel and result", schedule("registers")),
                  ("kernel inputs + lane kernel and result", schedule("lanes"))]
         if scheduler == "list":
-            rows += [("peak tables + kernel with memory (fused)", fused("memory")),
-                     ("peak tables + lane kernel with memory", fused("lanes"))]
+            rows.append(("peak tables + kernel with memory (fused)", fused("memory")))
+        rows.append(("peak tables + lane kernel with memory", fused("lanes")))
     return rows + [("+ memory walk = evaluate_population", whole)]
 
 

@@ -127,7 +127,8 @@ def test_profile_decode_kernel_rows_run(capsys, monkeypatch):
                                       "kernel inputs + lane kernel and result",
                                       "peak tables + kernel with memory (fused)",
                                       "peak tables + lane kernel with memory")),
-                            ("priority", ("kernel inputs + lane kernel and result",))):
+                            ("priority", ("kernel inputs + lane kernel and result",
+                                          "peak tables + lane kernel with memory"))):
         profile_decode.main(["--sizes", "12", "--devices", "2", "--population", "3",
                              "--repeats", "1", "--scheduler", scheduler])
         lines = capsys.readouterr().err.splitlines()

@@ -1,6 +1,7 @@
 """SPEC §8.2's schedulers with one chromosome per lane (gsched.costmodel.pallas_lanes_dynamic,
-decoder "pallas_lanes" with scheduler "priority" / "fifo"), in Pallas' interpreter on the CPU:
-bit for bit the loop of gsched.costmodel.dynamic (order, start and end times, peaks, runtime)
+decoder "pallas_lanes" with scheduler "priority" / "fifo"; "pallas_lanes_fused" accounting
+SPEC §3's memory inside too), in Pallas' interpreter on the CPU: bit for bit the loop of
+gsched.costmodel.dynamic and its memory walk (order, start and end times, peaks, runtime)
 on random graphs with program inputs and exact key ties, D = 1–3, chunk 1 and 16, pinned ops
 and fusion, a wide graph whose streams hold hundreds of known items at once (deep heaps, equal
 ready times), populations that do not fill a program and a graph padded into a larger bucket
@@ -30,22 +31,27 @@ from tests.test_exec_model import BUCKET as EXEC_BUCKET
 from tests.test_exec_model import random_case
 
 SCHEDULERS = ("priority", "fifo")
+DECODERS = ("pallas_lanes", "pallas_lanes_fused")  # the latter accounts SPEC §3 in the kernel
 
 
-def lanes(padded, keys, d, params=PARAMS, **kwargs):
-    return compare(padded, keys, d, params, decoder="pallas_lanes", **kwargs)
+def lanes(padded, keys, d, params=PARAMS, decoder="pallas_lanes", **kwargs):
+    return compare(padded, keys, d, params, decoder=decoder, **kwargs)
 
 
+@pytest.mark.parametrize("decoder", DECODERS)
 @pytest.mark.parametrize("scheduler", SCHEDULERS)
 @pytest.mark.parametrize("d", [1, 2, 3])
-def test_matches_the_loop_bit_for_bit(d, scheduler):
+def test_matches_the_loop_bit_for_bit(d, scheduler, decoder):
     rng = np.random.default_rng(d)
-    transfers = 0
+    transfers, feasible = 0, []
     for graph in small_graphs(rng):
-        got = lanes(pad_graph(graph, BUCKET), tie_keys(rng, graph, 6, d), d,
+        got = lanes(pad_graph(graph, BUCKET), tie_keys(rng, graph, 6, d), d, decoder=decoder,
                     scheduler=scheduler)
         transfers += int(np.sum(np.asarray(got.num_steps) - graph.num_ops))
+        feasible.append(np.asarray(got.feasible))
     assert (transfers > 0) == (d > 1)
+    feasible = np.concatenate(feasible)
+    assert feasible.any() and not feasible.all()  # the capacity bites for some
 
 
 @pytest.mark.parametrize("chunk, scheduler", [(1, "priority"), (1, "fifo"),
@@ -57,17 +63,19 @@ def test_any_chunk_of_successor_entries_matches(chunk, scheduler):
           scheduler=scheduler)
 
 
-@pytest.mark.parametrize("scheduler", SCHEDULERS)
-def test_pinned_ops_and_fusion(scheduler):
+@pytest.mark.parametrize("scheduler, decoder", [("priority", "pallas_lanes"),
+                                                ("fifo", "pallas_lanes_fused")])
+def test_pinned_ops_and_fusion(scheduler, decoder):
     rng = np.random.default_rng(4)
     graph = with_inputs(random_computation_graph(20, rng), rng)
     padded = pad_graph(graph, BUCKET)
     pinned = np.full(BUCKET.num_ops, -1, np.int32)
     pinned[[0, 3, 7]] = [1, 0, 1]
-    got = lanes(padded, tie_keys(rng, graph, 3, 2), 2, pinned=pinned, scheduler=scheduler)
+    got = lanes(padded, tie_keys(rng, graph, 3, 2), 2, pinned=pinned, scheduler=scheduler,
+                decoder=decoder)
     assert (np.asarray(got.placement)[:, [0, 3, 7]] == [1, 0, 1]).all()
     got = lanes(padded, tie_keys(rng, graph, 3, 2, fusion=True), 2, fusion=True,
-                scheduler=scheduler)
+                scheduler=scheduler, decoder=decoder)
     assert (np.asarray(got.fusion)[:, :graph.num_ops] != np.arange(graph.num_ops)).any()
 
 
@@ -118,8 +126,9 @@ def test_padding_into_a_larger_bucket_changes_nothing():
         assert runs[0] == runs[1]
 
 
+@pytest.mark.parametrize("decoder", DECODERS)
 @pytest.mark.parametrize("scheduler", SCHEDULERS)
-def test_matches_the_independent_reference(scheduler):
+def test_matches_the_independent_reference(scheduler, decoder):
     # tests/reference_exec.py (SPEC §8 in plain Python), not the loop: durations exact in
     # float32, program inputs, exact key ties in one case, the roofline in another.
     cases = [(seed, random_case(seed)) for seed in (21, 23, 24)]
@@ -133,7 +142,7 @@ def test_matches_the_independent_reference(scheduler):
         batch = pad_keys(keys[None], graph, EXEC_BUCKET, 2)
         got = evaluation_to_dict(jax.tree.map(lambda x: x[0], evaluate_with_decoder(
             pad_graph(graph, EXEC_BUCKET), batch, CostParams(**params), num_devices=2,
-            decoder="pallas_lanes", scheduler=scheduler)), graph, EXEC_BUCKET, 2)
+            decoder=decoder, scheduler=scheduler)), graph, EXEC_BUCKET, 2)
         want = rx.evaluate(graph, [float(k) for k in keys], 2, scheduler=scheduler, **params)
         assert got["placement"] == want["placement"]
         assert [tuple(item) for item in got["order"]] == want["order"]
@@ -170,7 +179,7 @@ def test_initial_heaps_hold_the_known_items_by_slot(fifo):
     assert not entries[:, :2].any()  # ready at 0
 
 
-@pytest.mark.parametrize("kernel", ["priority_lanes", "fifo_lanes"])
+@pytest.mark.parametrize("kernel", ["priority_lanes", "fifo_lanes", "fifo_lanes_fused"])
 def test_one_barrier_per_step_in_the_triton_ir(kernel):
     from eval.kernel_registers import triton_modules
 

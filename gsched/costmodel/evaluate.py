@@ -65,7 +65,7 @@ from gsched.costmodel.pallas_decode import (
     pallas_applies,
     pallas_schedule_and_memory,
 )
-from gsched.costmodel.pallas_dynamic import fused_schedule
+from gsched.costmodel.pallas_dynamic import dynamic_schedule_and_memory, fused_schedule
 from gsched.costmodel.params import (
     OBJECTIVES,
     CostParams,
@@ -184,7 +184,11 @@ def _evaluate(graph: PaddedGraph, pinned, params: CostParams, keys: jnp.ndarray,
         def fused(g, pin, prm, k):
             k = jnp.asarray(k, jnp.float32)
             placement, program, root = decode(g, pin, prm, k)
-            if kernel in ACCOUNTING_STATE:  # the memory accounted in the kernel
+            if kernel in ACCOUNTING_STATE and dynamic:  # the memory accounted in the kernel
+                (schedule, start, end), memory = dynamic_schedule_and_memory(
+                    program, k[:base], placement, prm, num_devices, scheduler, chunk)
+                return evaluation(g, placement, root, schedule, memory, start, end)
+            if kernel in ACCOUNTING_STATE:
                 schedule, memory = pallas_schedule_and_memory(
                     program, k[:base], placement, prm, num_devices, chunk,
                     state=ACCOUNTING_STATE[kernel])
@@ -471,8 +475,7 @@ def _sharded(graph, keys, params, num_devices, mesh, axis, pinned, chunk, schedu
 DECODERS = ("auto", "dense", "loop", "pallas", "pallas_memory", "pallas_lanes", "pallas_fused",
             "pallas_lanes_fused", "pallas_tpu")
 # they need scheduler="list"
-LIST_ONLY_DECODERS = ("dense", "pallas_memory", "pallas_fused", "pallas_lanes_fused",
-                      "pallas_tpu")
+LIST_ONLY_DECODERS = ("dense", "pallas_memory", "pallas_fused", "pallas_tpu")
 KERNEL_STATE = {"pallas": "registers", "pallas_memory": "memory",
                 "pallas_lanes": "lanes"}  # then peak_memory
 ACCOUNTING_STATE = {"pallas_fused": "memory", "pallas_lanes_fused": "lanes",

@@ -302,13 +302,8 @@ def _list_schedule(graph: PaddedGraph, keys: jnp.ndarray, placement: Placement,
                                                       num_devices, chunk)
     table, peak_kwargs = slots.successor, {}
     if peaks:
-        columns, peak_table, memory_unit = peak_tables(graph, placement, slots.item,
-                                                       num_devices, chunk)
-        at = peak_offsets(table.shape[0], graph.edge_mask.shape[0], graph.tensor_mask.shape[0],
-                          num_devices, chunk)
-        rows, table = (jnp.concatenate(x, axis=-1) for x in ((rows, columns),
-                                                              (table, peak_table)))
-        peak_kwargs = _accounting_layout(at, num_devices)
+        rows, table, peak_kwargs, memory_unit = with_peak_tables(
+            graph, placement, slots.item, rows, table, num_devices, chunk)
     if state == "registers":
         run = batched_kernel(_list_kernel, 1, k, chunk, interpret, num_warps,
                              num_devices=num_devices)
@@ -351,17 +346,31 @@ def tpu_smem_words(graph: PaddedGraph, num_devices: int, chunk: int = KERNEL_CHU
     word, rows, columns, successor, table = jax.eval_shape(tables, graph, keys)
     at = peak_offsets(successor.shape[0], graph.edge_mask.shape[0], graph.tensor_mask.shape[0],
                       num_devices, chunk)
-    layout = _accounting_layout(at, num_devices)
+    layout = accounting_layout(at, num_devices)
     return smem_words(word.shape[0], rows.shape[1] + columns.shape[1],
                       successor.shape[0] + table.shape[0], layout["tail"],
                       layout["fixed_scratch"])
 
 
-def _accounting_layout(at, num_devices: int) -> dict:
+def accounting_layout(at, num_devices: int) -> dict:
     """The static arguments of an accounting kernel (``batched_kernel``'s keywords): a tail
     of ``4 + 2·D`` (makespan hi, lo, steps, 0, then each device's peak hi, lo), the read-count
     scratch and the table regions ``at`` (:class:`~gsched.costmodel.pallas_peaks.PeakOffsets`)."""
     return dict(tail=4 + 2 * num_devices, fixed_scratch=(at.num_counts,), peaks=at)
+
+
+def with_peak_tables(graph: PaddedGraph, placement: Placement, item: jnp.ndarray,
+                     rows: jnp.ndarray, table: jnp.ndarray, num_devices: int, chunk: int):
+    """An accounting kernel's inputs from a scheduling kernel's (one chromosome; ``item
+    [V_p]``: the item in each slot): ``rows`` go on with :func:`~gsched.costmodel.
+    pallas_peaks.peak_tables`' columns, the entry ``table`` with its regions → ``(rows, table,
+    batched_kernel's keywords (:func:`accounting_layout`), the memory unit)``."""
+    columns, peak_table, memory_unit = peak_tables(graph, placement, item, num_devices, chunk)
+    at = peak_offsets(table.shape[0], graph.edge_mask.shape[0], graph.tensor_mask.shape[0],
+                      num_devices, chunk)
+    return (jnp.concatenate([rows, columns], axis=-1),
+            jnp.concatenate([table, peak_table], axis=-1), accounting_layout(at, num_devices),
+            memory_unit)
 
 
 def lane_widths(vp: int) -> tuple[int, ...]:

@@ -41,6 +41,7 @@ from gsched.costmodel.dynamic import DynamicSchedule, item_streams, timed_schedu
 from gsched.costmodel.pallas_lanes_dynamic import dynamic_lanes_memory, lanes_dynamic_kernel
 from gsched.costmodel.pallas_lexmin import BIG, lexmin
 from gsched.costmodel.params import CostParams
+from gsched.costmodel.memory import MemoryProfile, memory_profile
 from gsched.costmodel.pallas_decode import (
     KERNEL_CHUNK,
     NEVER,
@@ -51,6 +52,7 @@ from gsched.costmodel.pallas_decode import (
     slot_tables,
     successor_columns,
     walk_successors,
+    with_peak_tables,
 )
 from gsched.costmodel.schedule import (
     TIME_LO_BITS,
@@ -89,28 +91,63 @@ def pallas_dynamic_schedule(graph: PaddedGraph, keys: jnp.ndarray, placement: Pl
     Arguments as :func:`~gsched.costmodel.pallas_decode.pallas_schedule`'s; ``state``:
     ``"registers"`` (this module's kernel) or ``"lanes"`` (one chromosome per lane,
     :mod:`gsched.costmodel.pallas_lanes_dynamic`)."""
+    return _dynamic_schedule(graph, keys, placement, params, num_devices, scheduler, chunk,
+                             interpret, num_warps, state)[0]
+
+
+def dynamic_schedule_and_memory(graph: PaddedGraph, keys: jnp.ndarray, placement: Placement,
+                                params: CostParams, num_devices: int, scheduler: str,
+                                chunk: int = KERNEL_CHUNK, interpret: bool | None = None,
+                                num_warps: int | None = None
+                                ) -> tuple[DynamicSchedule, MemoryProfile]:
+    """:func:`pallas_dynamic_schedule` by the kernel with one chromosome per lane, accounting
+    SPEC §3's memory as it schedules (decoder ``"pallas_lanes_fused"``): the schedule and its
+    :class:`~gsched.costmodel.memory.MemoryProfile`, bit for bit the loop's and
+    :func:`~gsched.costmodel.memory.peak_memory`'s."""
+    return _dynamic_schedule(graph, keys, placement, params, num_devices, scheduler, chunk,
+                             interpret, num_warps, "lanes", peaks=True)
+
+
+def _dynamic_schedule(graph: PaddedGraph, keys: jnp.ndarray, placement: Placement,
+                      params: CostParams, num_devices: int, scheduler: str, chunk: int,
+                      interpret: bool | None, num_warps: int | None, state: str,
+                      peaks: bool = False):
+    """``(schedule, memory profile or None)`` of the event-driven kernel at ``state`` (with
+    ``peaks``, the lane kernel accounting as it schedules)."""
     if scheduler not in ("priority", "fifo"):
         raise ValueError(f"the event-driven kernel runs 'priority' or 'fifo', got {scheduler!r}")
     slots, k, rows, lanes, duration, unit, runtime_bound = dynamic_inputs(
         graph, keys, placement, params, num_devices, chunk)
     fifo = scheduler == "fifo"
-    if state == "lanes":  # each slot's stream goes with its row
+    table, lane_state = slots.successor, ()
+    if state == "lanes":  # each slot's stream and source device go with its row
+        source = item_devices(graph, placement, num_devices)[1][slots.item]
+        rows = jnp.concatenate([lanes[0][:, None], source[:, None], rows], axis=1)
+        peak_kwargs = {}
+        if peaks:
+            rows, table, peak_kwargs, memory_unit = with_peak_tables(
+                graph, placement, slots.item, rows, table, num_devices, chunk)
         run = batched_kernel(lanes_dynamic_kernel, 3, k, chunk, interpret, num_warps,
-                             lanes=dynamic_lanes_memory, num_devices=num_devices, fifo=fifo)
-        lane_state = ()
-        rows = jnp.concatenate([lanes[0][:, None], rows], axis=1)
-    else:
+                             lanes=dynamic_lanes_memory, num_devices=num_devices, fifo=fifo,
+                             **peak_kwargs)
+    elif state == "registers" and not peaks:
         run = batched_kernel(_dynamic_kernel, 3, k, chunk, interpret, num_warps, fifo=fifo)
         lane_state = tuple(x[None] for x in lanes)
+    else:
+        raise ValueError(f"no {state!r} event-driven kernel" + (" accounts memory" * peaks))
     order, start_hi, start_lo, tail = (x[0] for x in run(
-        slots.word[None], rows[None], slots.successor[None], slots.count[None], *lane_state))
+        slots.word[None], rows[None], table[None], slots.count[None], *lane_state))
     taken = tail[2]
     position = positions(slots, order, taken)  # by item
     at = jnp.maximum(position, 0)
     begin = fp.Fixed(jnp.where(position >= 0, start_hi[at], 0),
                      jnp.where(position >= 0, start_lo[at], 0))
-    return timed_schedule(position, taken, fp.Fixed(tail[:1], tail[1:2]), begin, duration,
-                          unit, runtime_bound)
+    schedule = timed_schedule(position, taken, fp.Fixed(tail[:1], tail[1:2]), begin, duration,
+                              unit, runtime_bound)
+    if not peaks:
+        return schedule, None
+    return schedule, memory_profile(fp.Fixed(tail[4::2], tail[5::2]), memory_unit,
+                                    params.capacity)
 
 
 def fused_schedule(graph: PaddedGraph, keys: jnp.ndarray, placement: Placement,

@@ -27,7 +27,7 @@ over streams with known items: one compare per stream on registers. Then
   stays a candidate: its ready time is at most that start, the stream's next starts are later,
   so once a stream has released items its next start is its free time.
 
-Then the item's row (the event-driven kernel's: stream, duration, successor columns), its end,
+Then the item's row (stream, source device, duration, successor columns), its end,
 its stream's free time, and the walk of its firing successors, each losing a dependency and
 having its ready time raised to the end; one that becomes known is pushed on its stream's heap
 (pending for ``"priority"``) with its final ready time. A push or a pop is a sift over the
@@ -49,7 +49,8 @@ from jax.experimental import pallas as pl
 from jax.experimental.pallas import triton as plt
 
 from gsched.core import fixedpoint as fp
-from gsched.costmodel.pallas_lanes import STATE_WORDS, any_lane, walk_lanes
+from gsched.costmodel.pallas_lanes import STATE_WORDS, any_lane, lane_scalars, walk_lanes
+from gsched.costmodel.pallas_peaks import PEAK_COLUMNS, PeakOffsets, account
 from gsched.costmodel.schedule import TIME_LO_BITS
 
 ENTRY_WORDS = 4  # a heap entry: ready hi, ready lo, slot, unused (one 16-byte group)
@@ -63,14 +64,14 @@ def heap_entries(width: int, fifo: bool) -> int:
 
 
 def dynamic_lanes_memory(word, rows, successor, count, *, k: int, num_devices: int,
-                         fifo: bool):
+                         fifo: bool, peaks: PeakOffsets | None = None):
     """The kernel's inputs beside the rows and entries, of a padded batch (``word [B, V_p]``,
     ``rows [B, V_p, C]`` with each slot's stream in column 0): ``(base, size, count)`` — per
     stream, where its heaps start and how many items they hold, ``[B, 2·D]`` — and its memory,
-    ``(state [B, 4·V_p], heap [B, 4·H])`` (:func:`heap_entries`). The items known at the start
-    (no dependencies: ready at 0) fill their stream's heap by slot, which is heap order; with
-    ``"priority"`` they start released (their ready time is at most any start)."""
-    del successor
+    ``(state [B, 4·V_p], heap [B, 4·H])`` (:func:`heap_entries`; with ``peaks``, then the
+    copies' read counts from the entry table). The items known at the start (no dependencies:
+    ready at 0) fill their stream's heap by slot, which is heap order; with ``"priority"`` they
+    start released (their ready time is at most any start)."""
     batch, width = word.shape
     streams = 2 * num_devices
     stream = rows[:, :, 0]
@@ -89,20 +90,28 @@ def dynamic_lanes_memory(word, rows, successor, count, *, k: int, num_devices: i
         s, mode="drop"))(at, slot).reshape(batch, -1)
     zeros = jnp.zeros_like(word)
     state = jnp.stack([word, zeros, zeros, stream], axis=-1).reshape(batch, -1)
-    return (base, size, count), (state, heap)
+    counts = () if peaks is None else (
+        successor[:, peaks.counts:peaks.counts + peaks.num_counts],)
+    return (base, size, count), (state, heap, *counts)
 
 
 def lanes_dynamic_kernel(rows_ref, successor_ref, base_ref, size_ref, count_ref, *refs,
                          num_devices: int, fifo: bool, chunk: int, k: int, block: int,
-                         barrier: bool):
+                         barrier: bool, peaks: PeakOffsets | None = None):
     """A block of ``block`` chromosomes' ``"priority"`` / ``"fifo"`` schedules, one per lane.
-    Whole-batch refs: ``rows [P, V_p, 3 + chunk + 2]`` (stream, duration hi, lo,
-    successor columns by slot), ``successor [P, Q]``, ``base`` / ``size [P, 2·D]`` and
+    Whole-batch refs: ``rows [P, V_p, 4 + chunk + 2]`` (stream, source device, duration hi,
+    lo, successor columns by slot), ``successor [P, Q]``, ``base`` / ``size [P, 2·D]`` and
     ``count [P]`` (:func:`dynamic_lanes_memory`), the state and heap inputs (aliased to the
     last outputs, used through those) → ``order``, ``start`` hi, lo ``[V_p, P]`` by step,
     ``tail [4, P]`` (makespan hi, lo, steps taken, 0), ``state``, ``heap``. ``barrier``: one
-    per step (a GPU), as :func:`~gsched.costmodel.pallas_lanes.lanes_list_kernel`'s."""
-    order_ref, start_hi_ref, start_lo_ref, tail_ref, state_ref, heap_ref = refs[2:]
+    per step (a GPU), as :func:`~gsched.costmodel.pallas_lanes.lanes_list_kernel`'s.
+
+    ``peaks``: also account SPEC §3's memory in start order, as the list lane kernel does
+    (:func:`~gsched.costmodel.pallas_peaks.account`): the rows go on with its columns,
+    ``successor`` holds its regions, a ``counts`` input and output follow the heap's, and
+    ``tail`` goes on with each device's peak (``[4 + 2·D, P]``)."""
+    n = 2 if peaks is None else 3  # the state, heap (and counts) inputs
+    order_ref, start_hi_ref, start_lo_ref, tail_ref, state_ref, heap_ref, *counts_ref = refs[n:]
     width = order_ref.shape[0]
     streams = 2 * num_devices
     released_at = 0 if fifo else width  # where the released heaps start
@@ -202,7 +211,7 @@ def lanes_dynamic_kernel(rows_ref, successor_ref, base_ref, size_ref, count_ref,
         return put(sizes, stream, size, known), put_time(tops, stream, top, known)
 
     def step(carry):
-        s, free, sizes, tops, released_sizes, latest, taken = carry
+        s, free, sizes, tops, released_sizes, latest, taken, memory = carry
         # The stream and start: min (max(free, smallest ready), stream) over known items.
         found, on, start = zero != 0, zero, fp.Fixed(zero, zero)
         for stream in range(streams):
@@ -238,8 +247,18 @@ def lanes_dynamic_kernel(rows_ref, successor_ref, base_ref, size_ref, count_ref,
         slot = jnp.where(found, entry[2], 0)
         for ref, value in ((order_ref, slot), (start_hi_ref, start.hi), (start_lo_ref, start.lo)):
             plt.store(ref.at[s, lane], value, mask=found)
-        _, duration_hi, duration_lo, *inline, first, last = (
-            rows_ref[lane, slot, column] for column in range(5 + chunk))
+        columns = [rows_ref[lane, slot, column] for column in range(rows_ref.shape[2])]
+        _, source, duration_hi, duration_lo, *inline, first, last = columns[:6 + chunk]
+        if peaks is not None:  # an idle lane accounts nothing: no device, no reads
+            sizes_at = columns[6 + chunk:6 + chunk + PEAK_COLUMNS]
+            *read, read_first, read_last = columns[6 + chunk + PEAK_COLUMNS:]
+            reads = [*(jnp.where(found, tensor, -1) for tensor in read), read_first,
+                     jnp.where(found, read_last, read_first)]
+            device = jnp.where(on < num_devices, on, on - num_devices)  # a copy's destination
+            memory = account(lane_scalars(successor_ref, lane),
+                             lane_scalars(counts_ref[0], lane), sizes_at + reads,
+                             jnp.where(found, device, -1), source, memory,
+                             num_devices=num_devices, at=peaks, walking=any_lane)
         end = fp.add(start, fp.Fixed(duration_hi, duration_lo), TIME_LO_BITS)
         free = put_time(free, on, end, found)
         latest = fp.where(found, fp.maximum(latest, end), latest)
@@ -247,14 +266,19 @@ def lanes_dynamic_kernel(rows_ref, successor_ref, base_ref, size_ref, count_ref,
                                  (sizes, tops), functools.partial(lower, end=end))
         if barrier:
             plt.debug_barrier()
-        return s + 1, free, sizes, tops, released_sizes, latest, taken + found.astype(jnp.int32)
+        return (s + 1, free, sizes, tops, released_sizes, latest,
+                taken + found.astype(jnp.int32), memory)
 
     most = jnp.max(count_ref[lane])  # steps of the block's longest schedule
     nothing = fp.Fixed(zero, zero)
     sizes = [size_ref[lane, s] for s in range(streams)]
     empty = [zero] * streams
+    memory = () if peaks is None else ((nothing, nothing),) * num_devices  # (live, peak)
     carry = (jnp.int32(0), [nothing] * streams, empty if not fifo else sizes,
-             [nothing] * streams, sizes if not fifo else empty, nothing, zero)
-    *_, latest, taken = lax.while_loop(lambda c: c[0] < most, step, carry)
+             [nothing] * streams, sizes if not fifo else empty, nothing, zero, memory)
+    *_, latest, taken, memory = lax.while_loop(lambda c: c[0] < most, step, carry)
     for row, value in enumerate((latest.hi, latest.lo, taken, zero)):
         tail_ref[row, lane] = value
+    for d, (_, peak) in enumerate(memory):
+        tail_ref[4 + 2 * d, lane] = peak.hi
+        tail_ref[5 + 2 * d, lane] = peak.lo
