@@ -1,14 +1,13 @@
 """SPEC §8.2's schedulers with one chromosome per lane (gsched.costmodel.pallas_lanes_dynamic,
 decoder "pallas_lanes" with scheduler "priority" / "fifo"; "pallas_lanes_fused" accounting
 SPEC §3's memory inside too), in Pallas' interpreter on the CPU: bit for bit the loop of
-gsched.costmodel.dynamic and its memory walk (order, start and end times, peaks, runtime)
-on random graphs with program inputs and exact key ties, D = 1–3, chunk 1 and 16, pinned ops
-and fusion, a wide graph whose streams hold hundreds of known items at once (deep heaps, equal
-ready times), populations that do not fill a program and a graph padded into a larger bucket
-(SPEC §8.4 row 5: tests/test_pallas_decode.py); against the independent reference
-(tests/reference_exec.py); its initial
-heaps against a hand-made case; its Triton IR (lowered on the CPU; no GPU here): one barrier
-per step."""
+gsched.costmodel.dynamic and its memory walk (order, start and end times, peaks, runtime) on
+random graphs with program inputs and exact key ties, D = 1–3, chunk 1 and 16, a wide graph
+whose streams hold hundreds of known items at once (deep heaps, equal ready times),
+populations that do not fill a program and a graph padded into a larger bucket; against the
+independent reference (tests/reference_exec.py); its initial heaps against a hand-made case;
+its Triton IR (lowered on the CPU; no GPU here): one barrier per step. Pinned ops and fusion:
+tests/test_pallas_memory.py; SPEC §8.4 row 5: tests/test_pallas_decode.py."""
 
 from __future__ import annotations
 
@@ -54,29 +53,12 @@ def test_matches_the_loop_bit_for_bit(d, scheduler, decoder):
     assert feasible.any() and not feasible.all()  # the capacity bites for some
 
 
-@pytest.mark.parametrize("chunk, scheduler", [(1, "priority"), (1, "fifo"),
-                                              (16, "priority")])
+@pytest.mark.parametrize("chunk, scheduler", [(1, "fifo"), (16, "priority")])
 def test_any_chunk_of_successor_entries_matches(chunk, scheduler):
     rng = np.random.default_rng(40 + chunk)
     graph = small_graphs(rng)[1]
     lanes(pad_graph(graph, BUCKET), tie_keys(rng, graph, 4, 2), 2, chunk=chunk,
           scheduler=scheduler)
-
-
-@pytest.mark.parametrize("scheduler, decoder", [("priority", "pallas_lanes"),
-                                                ("fifo", "pallas_lanes_fused")])
-def test_pinned_ops_and_fusion(scheduler, decoder):
-    rng = np.random.default_rng(4)
-    graph = with_inputs(random_computation_graph(20, rng), rng)
-    padded = pad_graph(graph, BUCKET)
-    pinned = np.full(BUCKET.num_ops, -1, np.int32)
-    pinned[[0, 3, 7]] = [1, 0, 1]
-    got = lanes(padded, tie_keys(rng, graph, 3, 2), 2, pinned=pinned, scheduler=scheduler,
-                decoder=decoder)
-    assert (np.asarray(got.placement)[:, [0, 3, 7]] == [1, 0, 1]).all()
-    got = lanes(padded, tie_keys(rng, graph, 3, 2, fusion=True), 2, fusion=True,
-                scheduler=scheduler, decoder=decoder)
-    assert (np.asarray(got.fusion)[:, :graph.num_ops] != np.arange(graph.num_ops)).any()
 
 
 def fan(width: int):

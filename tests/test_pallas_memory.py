@@ -8,7 +8,8 @@ against the loop: every Evaluation field bit for bit for D = 1, 2, 3 with progra
 key ties, pinned ops, fusion, batches of graphs, padding, chains across devices and rows wider
 than a warp; the memory kernels' row layout and their lowering for a GPU (Triton; lowering
 only, no GPU here). The TPU kernel's own tests: tests/test_pallas_tpu.py; the lane kernel's:
-tests/test_pallas_lanes.py."""
+tests/test_pallas_lanes.py. The pinned-ops and fusion test also runs the §8.2 lane kernels
+(tests/test_pallas_lanes_dynamic.py)."""
 
 from __future__ import annotations
 
@@ -48,17 +49,20 @@ def test_matches_the_loop_bit_for_bit(d, decoder):
         assert np.concatenate(feasible).any() and not np.concatenate(feasible).all()
 
 
-@pytest.mark.parametrize("decoder", DECODERS)
+@pytest.mark.parametrize("decoder, scheduler", [(d, "list") for d in DECODERS] + [
+    ("pallas_lanes", "priority"), ("pallas_lanes_fused", "fifo")])  # the §8.2 lane kernel
 @pytest.mark.parametrize("chunk", [1, 16])
-def test_pinned_ops_fusion_and_any_chunk(chunk, decoder):
+def test_pinned_ops_fusion_and_any_chunk(chunk, decoder, scheduler):
     rng = np.random.default_rng(4)
     graph = with_inputs(random_computation_graph(20, rng), rng)
     padded = pad_graph(graph, BUCKET)
     pinned = np.full(BUCKET.num_ops, -1, np.int32)
     pinned[[0, 3, 7]] = [1, 0, 1]
-    compare(padded, tie_keys(rng, graph, 4, 2), 2, pinned=pinned, chunk=chunk, decoder=decoder)
+    got = compare(padded, tie_keys(rng, graph, 4, 2), 2, pinned=pinned, chunk=chunk,
+                  decoder=decoder, scheduler=scheduler)
+    assert (np.asarray(got.placement)[:, [0, 3, 7]] == [1, 0, 1]).all()
     got = compare(padded, tie_keys(rng, graph, 4, 2, fusion=True), 2, fusion=True, chunk=chunk,
-                  decoder=decoder)
+                  decoder=decoder, scheduler=scheduler)
     assert (np.asarray(got.fusion)[:, :graph.num_ops] != np.arange(graph.num_ops)).any()
 
 

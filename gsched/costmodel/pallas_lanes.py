@@ -167,14 +167,9 @@ def lanes_list_kernel(rows_ref, successor_ref, top_ref, count_ref, *refs, num_de
         plt.store(order_ref.at[s, lane], slot, mask=active)
         columns = [rows_ref[lane, slot, column] for column in range(rows_ref.shape[2])]
         device, source, duration_hi, duration_lo, *inline, first, last = columns[:6 + chunk]
-        if peaks is not None:  # an idle lane accounts nothing: no device, no reads
-            sizes = columns[6 + chunk:6 + chunk + PEAK_COLUMNS]
-            *read, read_first, read_last = columns[6 + chunk + PEAK_COLUMNS:]
-            reads = [*(jnp.where(active, tensor, -1) for tensor in read), read_first,
-                     jnp.where(active, read_last, read_first)]
-            memory = account(lane_scalars(successor_ref, lane), lane_scalars(counts_ref[0], lane),
-                             sizes + reads, jnp.where(active, device, -1), source, memory,
-                             num_devices=num_devices, at=peaks, walking=any_lane)
+        if peaks is not None:
+            memory = account_lanes(successor_ref, counts_ref[0], lane, columns[6 + chunk:],
+                                   device, source, active, memory, num_devices, peaks)
         at = STATE_WORDS * slot
         ready = fp.Fixed(state_ref[lane, at + 1], state_ref[lane, at + 2])
         end, after = kernel_step_times(ready, free, device, source,
@@ -226,6 +221,21 @@ def walk_lanes(successor_ref, lane: jnp.ndarray, columns, active: jnp.ndarray, c
         return q + len(inline), carry
 
     return lax.while_loop(lambda c: any_lane(c[0] < last), window, (first, carry))[1]
+
+
+def account_lanes(successor_ref, counts_ref, lane: jnp.ndarray, columns, device, source,
+                  active: jnp.ndarray, memory, num_devices: int, peaks: PeakOffsets):
+    """Inside a kernel with one chromosome per lane: SPEC §3's accounting of each active
+    lane's started item (:func:`~gsched.costmodel.pallas_peaks.account`; ``columns``: its row
+    from the :data:`~gsched.costmodel.pallas_peaks.PEAK_COLUMNS` on, ``successor_ref`` the
+    entry table, ``counts_ref`` the copies' read counts, ``[P, ·]`` each) → ``memory``. An
+    idle lane accounts nothing: no device, no reads."""
+    *read, read_first, read_last = columns[PEAK_COLUMNS:]
+    reads = [*(jnp.where(active, tensor, -1) for tensor in read), read_first,
+             jnp.where(active, read_last, read_first)]
+    return account(lane_scalars(successor_ref, lane), lane_scalars(counts_ref, lane),
+                   columns[:PEAK_COLUMNS] + reads, jnp.where(active, device, -1), source,
+                   memory, num_devices=num_devices, at=peaks, walking=any_lane)
 
 
 def lane_scalars(ref, lane: jnp.ndarray) -> Scalars:

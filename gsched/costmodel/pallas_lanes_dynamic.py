@@ -49,8 +49,8 @@ from jax.experimental import pallas as pl
 from jax.experimental.pallas import triton as plt
 
 from gsched.core import fixedpoint as fp
-from gsched.costmodel.pallas_lanes import STATE_WORDS, any_lane, lane_scalars, walk_lanes
-from gsched.costmodel.pallas_peaks import PEAK_COLUMNS, PeakOffsets, account
+from gsched.costmodel.pallas_lanes import STATE_WORDS, account_lanes, any_lane, walk_lanes
+from gsched.costmodel.pallas_peaks import PeakOffsets
 from gsched.costmodel.schedule import TIME_LO_BITS
 
 ENTRY_WORDS = 4  # a heap entry: ready hi, ready lo, slot, unused (one 16-byte group)
@@ -249,16 +249,10 @@ def lanes_dynamic_kernel(rows_ref, successor_ref, base_ref, size_ref, count_ref,
             plt.store(ref.at[s, lane], value, mask=found)
         columns = [rows_ref[lane, slot, column] for column in range(rows_ref.shape[2])]
         _, source, duration_hi, duration_lo, *inline, first, last = columns[:6 + chunk]
-        if peaks is not None:  # an idle lane accounts nothing: no device, no reads
-            sizes_at = columns[6 + chunk:6 + chunk + PEAK_COLUMNS]
-            *read, read_first, read_last = columns[6 + chunk + PEAK_COLUMNS:]
-            reads = [*(jnp.where(found, tensor, -1) for tensor in read), read_first,
-                     jnp.where(found, read_last, read_first)]
-            device = jnp.where(on < num_devices, on, on - num_devices)  # a copy's destination
-            memory = account(lane_scalars(successor_ref, lane),
-                             lane_scalars(counts_ref[0], lane), sizes_at + reads,
-                             jnp.where(found, device, -1), source, memory,
-                             num_devices=num_devices, at=peaks, walking=any_lane)
+        if peaks is not None:  # on the item's device: a copy's destination
+            device = jnp.where(on < num_devices, on, on - num_devices)
+            memory = account_lanes(successor_ref, counts_ref[0], lane, columns[6 + chunk:],
+                                   device, source, found, memory, num_devices, peaks)
         end = fp.add(start, fp.Fixed(duration_hi, duration_lo), TIME_LO_BITS)
         free = put_time(free, on, end, found)
         latest = fp.where(found, fp.maximum(latest, end), latest)
