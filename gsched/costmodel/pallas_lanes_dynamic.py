@@ -35,7 +35,11 @@ heap's levels; every lane's sift runs while any lane of the block still sifts (o
 over the block's lanes per level), as the successor windows do. Per chromosome that is
 ``O(V_p · log V_p + Q)``. Outputs as the event-driven kernel's, step-major (``[V_p, P]``):
 the slot started at each step and its start (hi, lo); the tail is the makespan (hi, lo) and the
-steps taken.
+steps taken. Decoder ``"pallas_lanes"`` with ``scheduler="priority"`` / ``"fifo"``; with
+``peaks`` the kernel also accounts SPEC §3's memory in start order, as the list lane kernel
+does (:func:`~gsched.costmodel.pallas_lanes.account_lanes`; decoder ``"pallas_lanes_fused"``).
+Unmeasured on a GPU: "auto" keeps :mod:`gsched.costmodel.pallas_dynamic`'s kernel until
+``eval/device_session.sh lanes_dynamic`` times them side by side.
 """
 
 from __future__ import annotations
