@@ -113,13 +113,16 @@ def test_pinned_ops_and_fusion():
         assert (roots != np.arange(graph.num_ops)).any()  # some ops fused
 
 
-@pytest.mark.parametrize("scheduler", ["list", "fifo"])
-def test_batch_of_graphs(scheduler):
-    # Nested vmaps: a two-dimensional grid (graphs × chromosomes).
+@pytest.mark.parametrize("scheduler, decoder", [("list", "pallas"), ("fifo", "pallas"),
+                                                ("priority", "pallas_lanes_fused")])
+def test_batch_of_graphs(scheduler, decoder):
+    # Nested vmaps: a two-dimensional grid (graphs × chromosomes); the lane kernels merge them
+    # into one batch axis (flat_batch).
     rng = np.random.default_rng(5)
     gs = [with_inputs(random_computation_graph(n, rng), rng) for n in (6, 17, 29)]
     keys = np.stack([tie_keys(rng, g, 3, 2) for g in gs])
-    compare(batch_graphs(gs, BUCKET), keys, 2, batch=True, scheduler=scheduler)
+    compare(batch_graphs(gs, BUCKET), keys, 2, batch=True, scheduler=scheduler,
+            decoder=decoder)
 
 
 @pytest.mark.parametrize("scheduler", ["list", "priority"])
