@@ -4,8 +4,8 @@ The unit tests check the fused Pallas kernel in Pallas' interpreter on small gra
 it compiled (Triton on a GPU, Mosaic on a TPU) on benchmark-size graphs and compares every
 ``Evaluation`` field bit for bit with the loop decoder, for random chromosomes, D = 1, 2, 4,
 with and without fusion and program inputs, for the list scheduler and (``--schedulers``)
-SPEC §8.2's event-driven ones (the dense decoders, ``pallas_memory``, ``pallas_lanes``,
-``pallas_fused``, ``pallas_lanes_fused`` and ``pallas_tpu`` schedule lists only)::
+SPEC §8.2's event-driven ones (the dense decoders, ``pallas_memory``, ``pallas_fused`` and
+``pallas_tpu`` schedule lists only)::
 
     python -m eval.check_decoders              # pallas decoders on a GPU or TPU; dense on a CPU
     python -m eval.check_decoders --sizes 100,500 --population 256 --decoders pallas,dense

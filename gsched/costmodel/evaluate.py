@@ -23,7 +23,7 @@ pallas_dynamic` for §8.2's (same results bit for bit; ``decoder="pallas"``); th
 with its lanes in memory (:mod:`gsched.costmodel.pallas_memory`), that kernel with SPEC §3's
 memory accounted inside it (:mod:`gsched.costmodel.pallas_peaks`), the kernels with one
 chromosome per lane (:mod:`gsched.costmodel.pallas_lanes`; §8.2's,
-:mod:`gsched.costmodel.pallas_lanes_dynamic`) and the list one accounting the memory only
+:mod:`gsched.costmodel.pallas_lanes_dynamic`) and those accounting the memory too only
 when asked for (``decoder="pallas_memory"`` / ``"pallas_fused"`` /
 ``"pallas_lanes"`` / ``"pallas_lanes_fused"``) until a GPU has timed them. The list
 scheduler's kernel for TPUs (:mod:`gsched.costmodel.pallas_tpu`, Mosaic, SPEC §3 accounted
