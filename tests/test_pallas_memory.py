@@ -49,9 +49,9 @@ def test_matches_the_loop_bit_for_bit(d, decoder):
         assert np.concatenate(feasible).any() and not np.concatenate(feasible).all()
 
 
-@pytest.mark.parametrize("decoder, scheduler", [(d, "list") for d in DECODERS] + [
-    ("pallas_lanes", "priority"), ("pallas_lanes_fused", "fifo")])  # the §8.2 lane kernel
-@pytest.mark.parametrize("chunk", [1, 16])
+@pytest.mark.parametrize("chunk, decoder, scheduler", [
+    *((c, d, "list") for c in (1, 16) for d in DECODERS),
+    (1, "pallas_lanes", "priority"), (1, "pallas_lanes_fused", "fifo")])  # §8.2's lane kernel
 def test_pinned_ops_fusion_and_any_chunk(chunk, decoder, scheduler):
     rng = np.random.default_rng(4)
     graph = with_inputs(random_computation_graph(20, rng), rng)
