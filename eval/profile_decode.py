@@ -12,8 +12,8 @@ vmapped SPEC §3 walk the other decoders run after their schedule, alone (on eve
 index order: its work does not depend on the order); on a GPU, the kernel inputs
 and the fused kernel with its result conversion (the register kernel, then the kernel with
 one chromosome per lane), and the whole ``pallas_lanes_fused`` (and for the list scheduler
-``pallas_fused``) schedule and memory; and the whole ``evaluate_population`` (+ SPEC §3's memory walk; on a CPU
-with the loop or dense decoders). Differences to the first row are the set-ups' costs, to the
+``pallas_fused``) schedule and memory; and the whole ``evaluate_population`` (+ SPEC §3's
+memory walk; on a CPU with the loop or dense decoders). Differences to the first row are the set-ups' costs, to the
 kernel's row the memory walk's::
 
     python -m eval.profile_decode --sizes 500 --devices 1,2 --population 16384
