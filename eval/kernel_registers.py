@@ -44,8 +44,8 @@ import jax.numpy as jnp
 import numpy as np
 
 from gsched.core.padding import bucket_for, pad_graph, pad_keys
-from gsched.costmodel.pallas_decode import KERNEL_CHUNK, pallas_schedule_and_memory
-from gsched.costmodel.pallas_dynamic import dynamic_schedule_and_memory, fused_schedule
+from gsched.costmodel.pallas_decode import KERNEL_CHUNK
+from gsched.costmodel.pallas_dynamic import fused_schedule, fused_schedule_and_memory
 from gsched.costmodel.pallas_lexmin import lowers as lexmin_lowers
 from gsched.costmodel.params import CostParams
 from gsched.costmodel.schedule import decode_placement
@@ -92,12 +92,10 @@ def triton_modules(size: int, num_devices: int, kernel: str, chunk: int
 
     def one(c):
         placement = decode_placement(padded, c, num_devices)
-        if state.endswith("_fused") and scheduler != "list":  # the lane kernel, accounting
-            return dynamic_schedule_and_memory(padded, c, placement, params, num_devices,
-                                               scheduler, chunk, interpret=False)
         if state.endswith("_fused"):  # the kernel at that state, accounting SPEC §3
-            return pallas_schedule_and_memory(padded, c, placement, params, num_devices, chunk,
-                                              interpret=False, state=state.removesuffix("_fused"))
+            return fused_schedule_and_memory(padded, c, placement, params, num_devices,
+                                             scheduler, chunk, interpret=False,
+                                             state=state.removesuffix("_fused"))
         return fused_schedule(padded, c, placement, params, num_devices, scheduler, chunk,
                               interpret=False, state=state)
 
@@ -208,8 +206,8 @@ def main(argv: Sequence[str] | None = None) -> None:
         f"`triton` package {triton.__version__} (not XLA's own Triton: indicative, for "
         f"comparing variants); registers per thread from `ptxas -v`; programs per SM from "
         f"65,536 registers, 32 blocks, 64 warps per SM; one chromosome per program"
-        + "".join(f" (`{k}`" if i == 0 else f", `{k}`" for i, k in enumerate(per_lane))
-        + (": one per thread)." if per_lane else "."),
+        + (" (" + ", ".join(f"`{k}`" for k in per_lane) + ": one per thread)."
+           if per_lane else "."),
         "", *rows, ""])
     publish_section(args.output, args.section_title, body, "registers")
 

@@ -40,14 +40,13 @@ from gsched.costmodel.memory import peak_memory
 from gsched.costmodel.pallas_decode import (
     KERNEL_CHUNK,
     pallas_applies,
-    pallas_schedule_and_memory,
     ranked_slots,
     slot_tables,
 )
 from gsched.costmodel.pallas_dynamic import (
-    dynamic_schedule_and_memory,
     fused_inputs,
     fused_schedule,
+    fused_schedule_and_memory,
 )
 from gsched.costmodel.pallas_peaks import peak_tables
 from gsched.costmodel.params import CostParams
@@ -139,11 +138,8 @@ def stages(num_devices: int, chunk: int | None, base: int, scheduler: str = "lis
         def fn(g, keys, prm):
             def one(k):
                 placement = decode_placement(g, k[:base], num_devices)
-                if scheduler != "list":  # the lane kernel, the only one accounting for §8.2
-                    return dynamic_schedule_and_memory(g, k[:base], placement, prm,
-                                                       num_devices, scheduler, kernel_chunk)
-                return pallas_schedule_and_memory(g, k[:base], placement, prm, num_devices,
-                                                  kernel_chunk, state=state)
+                return fused_schedule_and_memory(g, k[:base], placement, prm, num_devices,
+                                                 scheduler, kernel_chunk, state=state)
             return jax.vmap(one)(keys)
         return fn
 

@@ -6,7 +6,8 @@ random graphs with program inputs and exact key ties, D = 1–3, chunk 1 and 16,
 whose streams hold hundreds of known items at once (deep heaps, equal ready times),
 populations that do not fill a program and a graph padded into a larger bucket; against the
 independent reference (tests/reference_exec.py); its initial heaps against a hand-made case;
-its Triton IR (lowered on the CPU; no GPU here): one barrier per step. Pinned ops and fusion:
+its Triton IR (lowered on the CPU; no GPU here): one barrier per step; the other accounting
+kernels refuse them. Pinned ops and fusion:
 tests/test_pallas_memory.py; SPEC §8.4 row 5: tests/test_pallas_decode.py."""
 
 from __future__ import annotations
@@ -21,7 +22,9 @@ from gsched.core.padding import Bucket, pad_graph, pad_keys
 from gsched.costmodel.evaluate import evaluate_with_decoder
 from gsched.costmodel.host import evaluation_to_dict, item_to_tuple
 from gsched.costmodel.params import CostParams
+from gsched.costmodel.pallas_dynamic import fused_schedule_and_memory
 from gsched.costmodel.pallas_lanes_dynamic import ENTRY_WORDS, dynamic_lanes_memory
+from gsched.costmodel.schedule import decode_placement
 from gsched.generators import random_computation_graph
 from tests import reference_exec as rx
 from tests.graphs import with_inputs
@@ -168,3 +171,15 @@ def test_one_barrier_per_step_in_the_triton_ir(kernel):
     modules = triton_modules(20, 2, kernel, 2)
     assert [width for width, _ in modules] == [64, 32, 16]
     assert all(text.count("gpu.barrier") == 1 for _, text in modules)
+
+
+@pytest.mark.parametrize("state", ["memory", "tpu", "registers"])
+def test_only_the_lane_kernel_accounts_memory_for_the_event_driven_schedulers(state):
+    graph = random_computation_graph(12, 0)
+    padded = pad_graph(graph, BUCKET)
+    keys = jnp.asarray(pad_keys(np.full(graph.chromosome_length(1), 0.5, np.float32), graph,
+                                BUCKET, 1))
+    placement = decode_placement(padded, keys, 1)
+    with pytest.raises(ValueError, match=f"only the 'lanes' kernel accounts memory for "
+                                         f"'priority', not the '{state}' kernel"):
+        fused_schedule_and_memory(padded, keys, placement, PARAMS, 1, "priority", state=state)

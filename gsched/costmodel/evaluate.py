@@ -60,12 +60,8 @@ from gsched.costmodel.memory import (
     peak_memory,
     single_device_peak_memory,
 )
-from gsched.costmodel.pallas_decode import (
-    KERNEL_CHUNK,
-    pallas_applies,
-    pallas_schedule_and_memory,
-)
-from gsched.costmodel.pallas_dynamic import dynamic_schedule_and_memory, fused_schedule
+from gsched.costmodel.pallas_decode import KERNEL_CHUNK, pallas_applies
+from gsched.costmodel.pallas_dynamic import fused_schedule, fused_schedule_and_memory
 from gsched.costmodel.params import (
     OBJECTIVES,
     CostParams,
@@ -184,15 +180,11 @@ def _evaluate(graph: PaddedGraph, pinned, params: CostParams, keys: jnp.ndarray,
         def fused(g, pin, prm, k):
             k = jnp.asarray(k, jnp.float32)
             placement, program, root = decode(g, pin, prm, k)
-            if kernel in ACCOUNTING_STATE and dynamic:  # the memory accounted in the kernel
-                (schedule, start, end), memory = dynamic_schedule_and_memory(
-                    program, k[:base], placement, prm, num_devices, scheduler, chunk)
-                return evaluation(g, placement, root, schedule, memory, start, end)
-            if kernel in ACCOUNTING_STATE:
-                schedule, memory = pallas_schedule_and_memory(
-                    program, k[:base], placement, prm, num_devices, chunk,
+            if kernel in ACCOUNTING_STATE:  # the memory accounted in the kernel
+                (schedule, start, end), memory = fused_schedule_and_memory(
+                    program, k[:base], placement, prm, num_devices, scheduler, chunk,
                     state=ACCOUNTING_STATE[kernel])
-                return evaluation(g, placement, root, schedule, memory)
+                return evaluation(g, placement, root, schedule, memory, start, end)
             schedule, start, end = fused_schedule(
                 program, k[:base], placement, prm, num_devices, scheduler, chunk,
                 state=KERNEL_STATE[kernel])

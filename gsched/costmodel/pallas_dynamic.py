@@ -48,6 +48,7 @@ from gsched.costmodel.pallas_decode import (
     batched_kernel,
     list_inputs,
     pallas_schedule,
+    pallas_schedule_and_memory,
     positions,
     slot_tables,
     successor_columns,
@@ -68,16 +69,17 @@ def dynamic_inputs(graph: PaddedGraph, keys: jnp.ndarray, placement: Placement,
     """The event-driven kernel's prologue for one chromosome → ``(slots, k, rows
     [V_p, 4 + chunk], lanes, durations [V], time unit, runtime bound)``; ``rows`` by slot:
     duration hi, lo, then :func:`~gsched.costmodel.pallas_decode.successor_columns`;
-    ``lanes``: each slot's stream and program-input flag."""
+    ``lanes``: each slot's stream, program-input flag and source device (the register kernel
+    reads the first two; the lane kernel carries stream and source in its rows)."""
     n, d = graph.op_mask.shape[0], num_devices
     duration, unit, runtime_bound = fixed_durations(graph, placement, params, d)
-    device, _, activation = item_devices(graph, placement, d)
+    device, source, activation = item_devices(graph, placement, d)
     slots, k = slot_tables(graph, keys, placement, activation, d, chunk)
     item = slots.item
     rows = jnp.concatenate([jnp.stack([duration.hi[item], duration.lo[item]], axis=1),
                             successor_columns(slots, chunk)], axis=1)
     lanes = (item_streams(device, n, d)[item],
-             first_items(graph, d)[item].astype(jnp.int32))
+             first_items(graph, d)[item].astype(jnp.int32), source[item])
     return slots, k, rows, lanes, duration, unit, runtime_bound
 
 
@@ -120,9 +122,9 @@ def _dynamic_schedule(graph: PaddedGraph, keys: jnp.ndarray, placement: Placemen
         graph, keys, placement, params, num_devices, chunk)
     fifo = scheduler == "fifo"
     table, lane_state = slots.successor, ()
+    stream, is_input, source = lanes
     if state == "lanes":  # each slot's stream and source device go with its row
-        source = item_devices(graph, placement, num_devices)[1][slots.item]
-        rows = jnp.concatenate([lanes[0][:, None], source[:, None], rows], axis=1)
+        rows = jnp.concatenate([stream[:, None], source[:, None], rows], axis=1)
         peak_kwargs = {}
         if peaks:
             rows, table, peak_kwargs, memory_unit = with_peak_tables(
@@ -132,7 +134,7 @@ def _dynamic_schedule(graph: PaddedGraph, keys: jnp.ndarray, placement: Placemen
                              **peak_kwargs)
     elif state == "registers" and not peaks:
         run = batched_kernel(_dynamic_kernel, 3, k, chunk, interpret, num_warps, fifo=fifo)
-        lane_state = tuple(x[None] for x in lanes)
+        lane_state = (stream[None], is_input[None])
     else:
         raise ValueError(f"no {state!r} event-driven kernel" + (" accounts memory" * peaks))
     order, start_hi, start_lo, tail = (x[0] for x in run(
@@ -167,6 +169,27 @@ def fused_schedule(graph: PaddedGraph, keys: jnp.ndarray, placement: Placement,
         raise ValueError(f"the {state!r} kernel runs the list scheduler only, not {scheduler!r}")
     return pallas_dynamic_schedule(graph, keys, placement, params, num_devices, scheduler,
                                    chunk, interpret, num_warps, state)
+
+
+def fused_schedule_and_memory(graph: PaddedGraph, keys: jnp.ndarray, placement: Placement,
+                              params: CostParams, num_devices: int, scheduler: str,
+                              chunk: int = KERNEL_CHUNK, interpret: bool | None = None,
+                              num_warps: int | None = None, state: str = "memory"
+                              ) -> tuple[DynamicSchedule, MemoryProfile]:
+    """The fused kernel of ``scheduler`` accounting SPEC §3's memory as it schedules: the list
+    scheduler's :func:`~gsched.costmodel.pallas_decode.pallas_schedule_and_memory` at ``state``
+    (its schedule with ``start`` / ``end`` None), :func:`dynamic_schedule_and_memory` for
+    ``"priority"`` / ``"fifo"`` (``state`` ``"lanes"``: the only kernel accounting for them)."""
+    if scheduler == "list":
+        schedule, memory = pallas_schedule_and_memory(graph, keys, placement, params,
+                                                      num_devices, chunk, interpret, num_warps,
+                                                      state)
+        return DynamicSchedule(schedule, None, None), memory
+    if state != "lanes":
+        raise ValueError(f"only the 'lanes' kernel accounts memory for {scheduler!r}, not the "
+                         f"{state!r} kernel")
+    return dynamic_schedule_and_memory(graph, keys, placement, params, num_devices, scheduler,
+                                       chunk, interpret, num_warps)
 
 
 def fused_inputs(graph: PaddedGraph, keys: jnp.ndarray, placement: Placement,
