@@ -48,6 +48,7 @@ running items (often about 40 % of the static bound at ``D ≥ 2``), chosen once
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import operator
 from typing import NamedTuple
@@ -65,14 +66,18 @@ from gsched.costmodel.pallas_lexmin import lexmin
 from gsched.costmodel.pallas_lexmin import lowers as lexmin_lowers
 from gsched.costmodel.memory import MemoryProfile, memory_profile
 from gsched.costmodel.pallas_lanes import (
-    LANES_NUM_WARPS,
-    lanes_call,
+    ChromosomePerLane,
     lanes_list_kernel,
     list_lanes_memory,
 )
 from gsched.costmodel.pallas_memory import MEMORY_NUM_WARPS, memory_list_kernel
 from gsched.costmodel.pallas_peaks import peak_offsets, peak_tables
-from gsched.costmodel.pallas_tpu import check_smem, mosaic_call, smem_words, tpu_list_kernel
+from gsched.costmodel.pallas_tpu import (
+    TpuProgramPerChromosome,
+    check_smem,
+    smem_words,
+    tpu_list_kernel,
+)
 from gsched.costmodel.params import CostParams
 from gsched.costmodel.schedule import (
     Placement,
@@ -304,23 +309,27 @@ def _list_schedule(graph: PaddedGraph, keys: jnp.ndarray, placement: Placement,
     if peaks:
         rows, table, peak_kwargs, memory_unit = with_peak_tables(
             graph, placement, slots.item, rows, table, num_devices, chunk)
+    # The copies' read counts: the accounting kernels' scratch (the lane kernel's own memory).
+    counts = (peak_kwargs["peaks"].num_counts,) if peaks else ()
     if state == "registers":
-        run = batched_kernel(_list_kernel, 1, k, chunk, interpret, num_warps,
-                             num_devices=num_devices)
+        layout = ProgramPerChromosome(num_warps)
+        kernel, static = _list_kernel, {}
     elif state == "lanes":
-        run = batched_kernel(lanes_list_kernel, 1, k, chunk, interpret, num_warps,
-                             lanes=list_lanes_memory,
-                             num_devices=num_devices, **peak_kwargs)
+        layout = ChromosomePerLane(list_lanes_memory, num_warps)
+        kernel, static = lanes_list_kernel, peak_kwargs
     elif state == "tpu":
         if not _interpreted(interpret):
             check_smem(smem_words(slots.word.shape[0], rows.shape[1], table.shape[0],
-                                  peak_kwargs["tail"], peak_kwargs["fixed_scratch"]))
-        run = batched_kernel(tpu_list_kernel, 1, k, chunk, interpret, None, scratch=2,
-                             mosaic=True, num_devices=num_devices, never=NEVER, **peak_kwargs)
+                                  peak_kwargs["tail"], counts))
+        layout = TpuProgramPerChromosome(NEVER, scratch=2, fixed_scratch=counts)
+        kernel, static = tpu_list_kernel, dict(never=NEVER, **peak_kwargs)
     else:
-        run = batched_kernel(memory_list_kernel, 1, k, chunk, interpret,
-                             num_warps or MEMORY_NUM_WARPS, scratch=3, num_devices=num_devices,
-                             barrier=not _interpreted(interpret), never=NEVER, **peak_kwargs)
+        layout = ProgramPerChromosome(num_warps or MEMORY_NUM_WARPS, scratch=3,
+                                      fixed_scratch=counts)
+        kernel, static = memory_list_kernel, dict(barrier=not _interpreted(interpret),
+                                                  never=NEVER, **peak_kwargs)
+    run = batched_kernel(kernel, 1, k, chunk, interpret, layout, num_devices=num_devices,
+                         **static)
     order, tail = (x[0] for x in run(slots.word[None], rows[None], table[None],
                                      slots.count[None]))
     taken = tail[2]
@@ -346,17 +355,17 @@ def tpu_smem_words(graph: PaddedGraph, num_devices: int, chunk: int = KERNEL_CHU
     word, rows, columns, successor, table = jax.eval_shape(tables, graph, keys)
     at = peak_offsets(successor.shape[0], graph.edge_mask.shape[0], graph.tensor_mask.shape[0],
                       num_devices, chunk)
-    layout = accounting_layout(at, num_devices)
     return smem_words(word.shape[0], rows.shape[1] + columns.shape[1],
-                      successor.shape[0] + table.shape[0], layout["tail"],
-                      layout["fixed_scratch"])
+                      successor.shape[0] + table.shape[0],
+                      accounting_layout(at, num_devices)["tail"], (at.num_counts,))
 
 
 def accounting_layout(at, num_devices: int) -> dict:
     """The static arguments of an accounting kernel (``batched_kernel``'s keywords): a tail
-    of ``4 + 2·D`` (makespan hi, lo, steps, 0, then each device's peak hi, lo), the read-count
-    scratch and the table regions ``at`` (:class:`~gsched.costmodel.pallas_peaks.PeakOffsets`)."""
-    return dict(tail=4 + 2 * num_devices, fixed_scratch=(at.num_counts,), peaks=at)
+    of ``4 + 2·D`` (makespan hi, lo, steps, 0, then each device's peak hi, lo) and the table
+    regions ``at`` (:class:`~gsched.costmodel.pallas_peaks.PeakOffsets`; the kernels with a
+    program per chromosome keep ``at.num_counts`` read counts in scratch)."""
+    return dict(tail=4 + 2 * num_devices, peaks=at)
 
 
 def with_peak_tables(graph: PaddedGraph, placement: Placement, item: jnp.ndarray,
@@ -396,53 +405,63 @@ def default_num_warps(width: int) -> int:
     return min(16, max(2, width // 512))
 
 
+@dataclasses.dataclass(frozen=True)
+class ProgramPerChromosome:
+    """A kernel layout (:func:`batched_kernel`'s ``layout``) for Pallas' Triton backend: one
+    program per chromosome, its slots spread over the program's lanes, the batch the grid (a
+    ``jax.vmap`` of the call). ``scratch``: that many more ``[width]`` outputs the kernel uses
+    as memory, dropped, then one of each size in ``fixed_scratch`` (whatever the width);
+    ``num_warps`` (None: :func:`default_num_warps`)."""
+
+    num_warps: int | None = None
+    scratch: int = 0
+    fixed_scratch: tuple[int, ...] = ()
+
+    def __call__(self, kernel, width: int, k: int, interpret: bool, per_step: int, tail: int,
+                 params: dict):
+        """``(word [B, width], rows [B, width, C], successor [B, Q], count [B], *lane_state
+        [B, width]) → (*per_step outputs [B, width], tail [B, tail])``."""
+        del k, params
+        call = _pallas_call(kernel, width, per_step, interpret,
+                            self.num_warps or default_num_warps(width),
+                            (width,) * self.scratch + self.fixed_scratch, tail)
+
+        def run(word, rows, successor, count, *lane_state):
+            del count
+            return jax.vmap(call)(word, rows, successor, *lane_state)[:per_step + 1]
+
+        return run
+
+
 @functools.cache
-def batched_kernel(kernel, per_step: int, k: int, chunk: int, interpret: bool | None,
-                   num_warps: int | None, scratch: int = 0, tail: int = 4,
-                   fixed_scratch: tuple[int, ...] = (), mosaic: bool = False,
-                   lanes=None, **params):
+def batched_kernel(kernel, per_step: int, k: int, chunk: int, interpret: bool | None, layout,
+                   tail: int = 4, **params):
     """A kernel over a batch: ``(word [B, V_p], rows [B, V_p, C], successor [B, Q + chunk],
     count [B], *lane_state [B, V_p])`` → ``(*per-step outputs [B, V_p], tail [B, tail])``, all
-    int32, vmapped over the batch (the grid) at the narrowest of :func:`lane_widths` that holds
-    the whole batch (one ``lax.switch``). ``kernel(word_ref, rows_ref, successor_ref, *lane_refs,
-    *per_step_refs, tail_ref, *scratch_refs, chunk=, k=, **params)`` schedules one chromosome
-    at the width of its refs; ``scratch``: that many more ``[width]`` outputs the kernel uses
-    as memory, dropped, then one of each size in ``fixed_scratch`` (whatever the width).
-    ``mosaic``: a Mosaic TPU kernel instead (:func:`~gsched.costmodel.pallas_tpu.mosaic_call`:
-    its scratch buffers are SMEM scratch, not outputs; ``num_warps`` unused); ``lanes``: a
-    kernel with one chromosome per lane, given the function that builds its other inputs
-    (:func:`~gsched.costmodel.pallas_lanes.lanes_call`'s ``memory``; no scratch).
-    A :func:`~gsched.core.batching.flat_batch` function: vmapping it (over graphs, or a
-    caller's own ``vmap``) merges the new axis into the batch, so the width stays one
-    unbatched choice."""
+    int32, at the narrowest of :func:`lane_widths` that holds the whole batch (one
+    ``lax.switch``). ``kernel(..., chunk=, k=, **params)`` schedules at the width of its refs,
+    its refs in the order of its ``layout``: :class:`ProgramPerChromosome` (Triton, a program
+    per chromosome), :class:`~gsched.costmodel.pallas_tpu.TpuProgramPerChromosome` (Mosaic TPU)
+    or :class:`~gsched.costmodel.pallas_lanes.ChromosomePerLane` (Triton, a chromosome per
+    lane), each a hashable ``layout(kernel, width, k, interpret, per_step, tail, params)`` →
+    the batched call at that width. A :func:`~gsched.core.batching.flat_batch` function:
+    vmapping it (over graphs, or a caller's own ``vmap``) merges the new axis into the batch,
+    so the width stays one unbatched choice."""
 
     def decode(word, rows, successor, count, *lane_state):
         vp = word.shape[1]
 
         def at_width(w):
             kw = max(1, (w - 1).bit_length())
-            body = functools.partial(kernel, chunk=chunk, k=kw, **params)
-            if lanes:
-                call = lanes_call(body, w, kw, _interpreted(interpret),
-                                  num_warps or LANES_NUM_WARPS, lanes, per_step, tail, **params)
-            elif mosaic:
-                call = mosaic_call(body, w, per_step, _interpreted(interpret), scratch, NEVER,
-                                   tail, fixed_scratch)
-            else:
-                call = _pallas_call(body, w, per_step, interpret,
-                                    num_warps or default_num_warps(w),
-                                    (w,) * scratch + fixed_scratch, tail)
+            call = layout(functools.partial(kernel, chunk=chunk, k=kw, **params), w, kw,
+                          _interpreted(interpret), per_step, tail, params)
 
             def run(word, rows, successor, count, *lane_state):
                 narrow = jnp.where(word[:, :w] == NEVER, NEVER, jnp.left_shift(
                     jnp.right_shift(word[:, :w], k), kw) | (word[:, :w] & ((1 << kw) - 1)))
-                if lanes:
-                    *steps, tail = call(narrow, rows[:, :w], successor, count)
-                else:
-                    batched = call if mosaic else jax.vmap(call)  # Mosaic's: its own grid
-                    *steps, tail = batched(narrow, rows[:, :w], successor,
-                                           *(x[:, :w] for x in lane_state))[:per_step + 1]
-                return (*(jnp.pad(x, ((0, 0), (0, vp - w))) for x in steps), tail)
+                *steps, last = call(narrow, rows[:, :w], successor, count,
+                                    *(x[:, :w] for x in lane_state))
+                return (*(jnp.pad(x, ((0, 0), (0, vp - w))) for x in steps), last)
 
             return run
 

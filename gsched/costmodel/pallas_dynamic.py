@@ -38,6 +38,7 @@ from jax import lax
 from gsched.core import fixedpoint as fp
 from gsched.core.padding import PaddedGraph
 from gsched.costmodel.dynamic import DynamicSchedule, item_streams, timed_schedule
+from gsched.costmodel.pallas_lanes import ChromosomePerLane
 from gsched.costmodel.pallas_lanes_dynamic import dynamic_lanes_memory, lanes_dynamic_kernel
 from gsched.costmodel.pallas_lexmin import BIG, lexmin
 from gsched.costmodel.params import CostParams
@@ -45,6 +46,7 @@ from gsched.costmodel.memory import MemoryProfile, memory_profile
 from gsched.costmodel.pallas_decode import (
     KERNEL_CHUNK,
     NEVER,
+    ProgramPerChromosome,
     batched_kernel,
     list_inputs,
     pallas_schedule,
@@ -129,11 +131,12 @@ def _dynamic_schedule(graph: PaddedGraph, keys: jnp.ndarray, placement: Placemen
         if peaks:
             rows, table, peak_kwargs, memory_unit = with_peak_tables(
                 graph, placement, slots.item, rows, table, num_devices, chunk)
-        run = batched_kernel(lanes_dynamic_kernel, 3, k, chunk, interpret, num_warps,
-                             lanes=dynamic_lanes_memory, num_devices=num_devices, fifo=fifo,
-                             **peak_kwargs)
+        run = batched_kernel(lanes_dynamic_kernel, 3, k, chunk, interpret,
+                             ChromosomePerLane(dynamic_lanes_memory, num_warps),
+                             num_devices=num_devices, fifo=fifo, **peak_kwargs)
     elif state == "registers" and not peaks:
-        run = batched_kernel(_dynamic_kernel, 3, k, chunk, interpret, num_warps, fifo=fifo)
+        run = batched_kernel(_dynamic_kernel, 3, k, chunk, interpret,
+                             ProgramPerChromosome(num_warps), fifo=fifo)
         lane_state = (stream[None], is_input[None])
     else:
         raise ValueError(f"no {state!r} event-driven kernel" + (" accounts memory" * peaks))

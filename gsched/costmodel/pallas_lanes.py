@@ -43,7 +43,9 @@ keeps the register kernel until ``eval/device_session.sh lanes`` times them side
 
 from __future__ import annotations
 
+import dataclasses
 import functools
+from typing import Callable
 
 import jax
 import jax.numpy as jnp
@@ -249,7 +251,7 @@ def list_lanes_memory(word, rows, successor, count, *, k: int, num_devices: int,
                       peaks: PeakOffsets | None = None):
     """:func:`lanes_list_kernel`'s inputs beside the rows and entries, of a padded batch
     (``word [B, V_p]``): ``(top, count)`` and the memory it works in, ``(state, tree)`` (and
-    with ``peaks``, the copies' read counts from the entry table), in :func:`lanes_call`'s
+    with ``peaks``, the copies' read counts from the entry table), in :class:`ChromosomePerLane`'s
     order. ``num_devices`` is the kernel's."""
     del rows, num_devices
     tree, top = ready_tree(word, k)
@@ -260,44 +262,52 @@ def list_lanes_memory(word, rows, successor, count, *, k: int, num_devices: int,
     return (top, count), (state, tree, *counts)
 
 
-def lanes_call(kernel, width: int, k: int, interpret: bool, num_warps: int, memory,
-               per_step: int = 1, tail: int = 4, **params):
-    """The ``pallas_call`` of ``kernel`` (a one-chromosome-per-lane kernel with its static
-    arguments but ``block``) over a batch at ``width`` slots, as a function ``(word [P,
-    width], rows [P, width, C], successor [P, Q], count [P]) → (*per_step outputs [P, width],
-    tail [P, tail])``. A program runs ``32 · num_warps`` chromosomes (the batch is padded to a
-    multiple with chromosomes that have nothing to run). ``memory(word, rows, successor,
-    count, k=, **params)`` (:func:`list_lanes_memory`, :func:`~gsched.costmodel.
-    pallas_lanes_dynamic.dynamic_lanes_memory`) builds the kernel's other inputs and the
-    arrays it works in, aliased to its last outputs: the kernel sees ``rows``, ``successor``,
-    those inputs, those arrays (unused: their outputs are their memory), the per-step outputs
-    ``[width, P]`` (step-major), ``tail [tail, P]``, then the arrays."""
-    block = 32 * num_warps
+@dataclasses.dataclass(frozen=True)
+class ChromosomePerLane:
+    """A kernel layout (:func:`~gsched.costmodel.pallas_decode.batched_kernel`'s ``layout``):
+    one ``pallas_call`` over the batch, a program running ``32 · num_warps`` chromosomes (the
+    batch padded to a multiple with chromosomes that have nothing to run), one per lane.
+    ``memory(word, rows, successor, count, k=, **params)`` (:func:`list_lanes_memory`,
+    :func:`~gsched.costmodel.pallas_lanes_dynamic.dynamic_lanes_memory`) builds the kernel's
+    other inputs and the arrays it works in, aliased to its last outputs: the kernel (given
+    ``block`` and ``barrier``) sees ``rows``, ``successor``, those inputs, those arrays
+    (unused: their outputs are their memory), the per-step outputs ``[width, P]``
+    (step-major), ``tail [tail, P]``, then the arrays."""
 
-    def run(word, rows, successor, count):
-        batch = word.shape[0]
-        pad = -batch % block
-        # Padding chromosomes: every slot waits for a dependency, nothing to run.
-        word = jnp.pad(word, ((0, pad), (0, 0)), constant_values=1 << k)
-        rows, successor = (jnp.pad(x, [(0, pad)] + [(0, 0)] * (x.ndim - 1))
-                           for x in (rows, successor))
-        count = jnp.pad(count, (0, pad))
-        fixed, arrays = memory(word, rows, successor, count, k=k, **params)
-        total = batch + pad
-        inputs = (rows, successor, *fixed, *arrays)
-        first = 2 + len(fixed)  # the first aliased input
-        outputs = (*[jax.ShapeDtypeStruct((width, total), jnp.int32)] * per_step,
-                   jax.ShapeDtypeStruct((tail, total), jnp.int32),
-                   *(jax.ShapeDtypeStruct(x.shape, jnp.int32) for x in arrays))
-        *steps, last = pl.pallas_call(
-            functools.partial(kernel, block=block, barrier=not interpret),
-            grid=(total // block,),
-            out_shape=outputs,
-            input_output_aliases={first + i: per_step + 1 + i for i in range(len(arrays))},
-            interpret=interpret,
-            compiler_params=None if interpret else plt.CompilerParams(num_warps=num_warps),
-            name="gsched_schedule_lanes",
-        )(*inputs)[:per_step + 1]
-        return (*(x.T[:batch] for x in steps), last.T[:batch])
+    memory: Callable
+    num_warps: int | None = None
 
-    return run
+    def __call__(self, kernel, width: int, k: int, interpret: bool, per_step: int, tail: int,
+                 params: dict):
+        """``(word [P, width], rows [P, width, C], successor [P, Q], count [P]) → (*per_step
+        outputs [P, width], tail [P, tail])``."""
+        num_warps = self.num_warps or LANES_NUM_WARPS
+        block = 32 * num_warps
+
+        def run(word, rows, successor, count):
+            batch = word.shape[0]
+            pad = -batch % block
+            # Padding chromosomes: every slot waits for a dependency, nothing to run.
+            word = jnp.pad(word, ((0, pad), (0, 0)), constant_values=1 << k)
+            rows, successor = (jnp.pad(x, [(0, pad)] + [(0, 0)] * (x.ndim - 1))
+                               for x in (rows, successor))
+            count = jnp.pad(count, (0, pad))
+            fixed, arrays = self.memory(word, rows, successor, count, k=k, **params)
+            total = batch + pad
+            inputs = (rows, successor, *fixed, *arrays)
+            first = 2 + len(fixed)  # the first aliased input
+            outputs = (*[jax.ShapeDtypeStruct((width, total), jnp.int32)] * per_step,
+                       jax.ShapeDtypeStruct((tail, total), jnp.int32),
+                       *(jax.ShapeDtypeStruct(x.shape, jnp.int32) for x in arrays))
+            *steps, last = pl.pallas_call(
+                functools.partial(kernel, block=block, barrier=not interpret),
+                grid=(total // block,),
+                out_shape=outputs,
+                input_output_aliases={first + i: per_step + 1 + i for i in range(len(arrays))},
+                interpret=interpret,
+                compiler_params=None if interpret else plt.CompilerParams(num_warps=num_warps),
+                name="gsched_schedule_lanes",
+            )(*inputs)[:per_step + 1]
+            return (*(x.T[:batch] for x in steps), last.T[:batch])
+
+        return run

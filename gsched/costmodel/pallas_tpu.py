@@ -29,8 +29,8 @@ returns the schedule and its memory profile (decoder ``"pallas_tpu"``).
 
 Blocks: one program per chromosome on an explicit grid marked parallel, each chromosome's
 arrays with a leading axis of one (``[1, n]``, SMEM) or the words' ``[R, 128]`` shape, so the
-blocks' last two dimensions equal the arrays' (:func:`mosaic_call`). The tables must fit SMEM,
-inputs and outputs double-buffered (:func:`smem_words`; 500 ops at D = 2 need 0.39 MiB of a
+blocks' last two dimensions equal the arrays' (:class:`TpuProgramPerChromosome`). The tables
+must fit SMEM, inputs and outputs double-buffered (:func:`smem_words`; 500 ops at D = 2 need 0.39 MiB of a
 v4–v6e core's 1 MiB, 2,000 ops 1.56 MiB), or a call on a TPU raises (:func:`check_smem`).
 
 On a TPU a ``pallas_call``'s grid runs one program after another on a core, unlike a GPU's
@@ -48,6 +48,7 @@ Not timed.
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 
 import jax
@@ -98,54 +99,65 @@ def check_smem(words: int) -> None:
             f"use the loop decoder for this bucket")
 
 
-def mosaic_call(kernel, width: int, per_step: int, interpret: bool, scratch: int, never: int,
-                tail: int = 4, fixed_scratch: tuple[int, ...] = ()):
-    """The Mosaic TPU ``pallas_call`` of a batch at ``width`` slots, as a function of the
-    Triton kernels' arrays: ``(word [B, width], rows [B, width, C], successor [B, Q]) →
-    (*per_step outputs [B, width], tail [B, tail])``. One program per chromosome on a grid of
-    ``B`` marked parallel (the two cores of a v4 or v5p chip share it). A program sees
-    ``word [R, 128]`` (VMEM; ``width`` rounded up to 128 lanes, the extra lanes never taken),
+@dataclasses.dataclass(frozen=True)
+class TpuProgramPerChromosome:
+    """A kernel layout (:func:`~gsched.costmodel.pallas_decode.batched_kernel`'s ``layout``)
+    for Pallas' Mosaic TPU backend: one program per chromosome on a grid over the batch marked
+    parallel (the two cores of a v4 or v5p chip share it). A program sees ``word [R, 128]``
+    (VMEM; ``width`` rounded up to 128 lanes, the extra lanes never taken: word ``never``),
     ``rows [1, R·128·C]`` (a slot's row at ``slot·C``) and ``successor [1, Q]`` (SMEM), the
     outputs ``[1, R·128]`` and ``[1, tail]`` (SMEM), then ``scratch`` SMEM buffers of
     ``R·128 + 1`` words and one of ``size + 1`` for each of ``fixed_scratch`` (the last word of
-    each: a sink for stores that go nowhere); ``never``: the word of the extra lanes."""
-    if not interpret and jax.default_backend() == "gpu":
-        raise NotImplementedError("the TPU kernel is written for Pallas' Mosaic TPU backend; on "
-                                  "a GPU use decoder 'pallas' or 'pallas_fused'")
-    lanes = -(-width // LANES) * LANES
+    each: a sink for stores that go nowhere)."""
 
-    def block(shape, memory_space):
-        """One chromosome's block of a ``[B, *shape]`` array (the batch axis squeezed)."""
-        return pl.BlockSpec((None, *shape), lambda i: (i, 0, 0), memory_space=memory_space)
+    never: int
+    scratch: int = 0
+    fixed_scratch: tuple[int, ...] = ()
 
-    def run(word, rows, successor):
-        batch, pad = word.shape[0], lanes - width
-        word = jnp.pad(word, ((0, 0), (0, pad)), constant_values=never).reshape(
-            batch, lanes // LANES, LANES)
-        rows = jnp.pad(rows, ((0, 0), (0, pad), (0, 0))).reshape(batch, 1, -1)
-        successor = successor[:, None]
-        outputs = (lanes,) * per_step + (tail,)
-        *steps, last = pl.pallas_call(
-            kernel,
-            grid=(batch,),
-            out_shape=[jax.ShapeDtypeStruct((batch, 1, n), jnp.int32) for n in outputs],
-            in_specs=[block(word.shape[1:], pltpu.VMEM),
-                      *(block(x.shape[1:], pltpu.SMEM) for x in (rows, successor))],
-            out_specs=[block((1, n), pltpu.SMEM) for n in outputs],
-            scratch_shapes=[pltpu.SMEM((1, size + 1), jnp.int32)
-                            for size in (lanes,) * scratch + fixed_scratch],
-            compiler_params=pltpu.CompilerParams(dimension_semantics=("parallel",)),
-            interpret=interpret,
-            name="gsched_schedule_tpu",
-        )(word, rows, successor)
-        return (*(x[:, 0, :width] for x in steps), last[:, 0])
+    def __call__(self, kernel, width: int, k: int, interpret: bool, per_step: int, tail: int,
+                 params: dict):
+        """``(word [B, width], rows [B, width, C], successor [B, Q], count [B]) → (*per_step
+        outputs [B, width], tail [B, tail])``."""
+        del k, params
+        if not interpret and jax.default_backend() == "gpu":
+            raise NotImplementedError("the TPU kernel is written for Pallas' Mosaic TPU "
+                                      "backend; on a GPU use decoder 'pallas' or "
+                                      "'pallas_fused'")
+        lanes = -(-width // LANES) * LANES
 
-    return run
+        def block(shape, memory_space):
+            """One chromosome's block of a ``[B, *shape]`` array (the batch axis squeezed)."""
+            return pl.BlockSpec((None, *shape), lambda i: (i, 0, 0), memory_space=memory_space)
+
+        def run(word, rows, successor, count):
+            del count
+            batch, pad = word.shape[0], lanes - width
+            word = jnp.pad(word, ((0, 0), (0, pad)), constant_values=self.never).reshape(
+                batch, lanes // LANES, LANES)
+            rows = jnp.pad(rows, ((0, 0), (0, pad), (0, 0))).reshape(batch, 1, -1)
+            successor = successor[:, None]
+            outputs = (lanes,) * per_step + (tail,)
+            *steps, last = pl.pallas_call(
+                kernel,
+                grid=(batch,),
+                out_shape=[jax.ShapeDtypeStruct((batch, 1, n), jnp.int32) for n in outputs],
+                in_specs=[block(word.shape[1:], pltpu.VMEM),
+                          *(block(x.shape[1:], pltpu.SMEM) for x in (rows, successor))],
+                out_specs=[block((1, n), pltpu.SMEM) for n in outputs],
+                scratch_shapes=[pltpu.SMEM((1, size + 1), jnp.int32)
+                                for size in (lanes,) * self.scratch + self.fixed_scratch],
+                compiler_params=pltpu.CompilerParams(dimension_semantics=("parallel",)),
+                interpret=interpret,
+                name="gsched_schedule_tpu",
+            )(word, rows, successor)
+            return (*(x[:, 0, :width] for x in steps), last[:, 0])
+
+        return run
 
 
 def smem_scalars(ref) -> Scalars:
     """:class:`~gsched.costmodel.pallas_peaks.Scalars` of a ``[1, n]`` SMEM ref: a store that
-    is not ``valid`` goes to the last word (a scratch buffer's sink, :func:`mosaic_call`)."""
+    is not ``valid`` goes to the last word (a scratch buffer's sink, :class:`TpuProgramPerChromosome`)."""
     sink = ref.shape[1] - 1
 
     def store(i, value, valid):
