@@ -42,6 +42,8 @@
 # "pallas_lanes", gsched.costmodel.pallas_lanes: a bit-set ready tree per lane, O(log V) work
 # per step instead of O(V_p); never "auto" until timed). Session 21 (no GPU) gave SPEC §8.2's
 # schedulers the same layout (pallas_lanes with priority / fifo: a heap per stream per lane).
+# Session 22 (no GPU): profile prints each stage's bytes per evaluation by XLA's cost analysis
+# (the CPU's count puts the kernels' prologue at 1.66 MB per chromosome at 500 ops, D = 2).
 # Next GPU session (the machine stays warm only ~30 s between calls: chain them at once):
 # call 1: "lanes" (the lane kernels checked and timed against the register kernel, ~6–9 min:
 # if one is the fastest, "auto" should pick it, documented with the numbers); call 2:

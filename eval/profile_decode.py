@@ -13,8 +13,11 @@ index order: its work does not depend on the order); on a GPU, the kernel inputs
 and the fused kernel with its result conversion (the register kernel, then the kernel with
 one chromosome per lane), and the whole ``pallas_lanes_fused`` (and for the list scheduler
 ``pallas_fused``) schedule and memory; and the whole ``evaluate_population`` (+ SPEC §3's
-memory walk; on a CPU with the loop or dense decoders). Differences to the first row are the set-ups' costs, to the
-kernel's row the memory walk's::
+memory walk; on a CPU with the loop or dense decoders). Differences to the first row are the
+set-ups' costs, to the kernel's row the memory walk's. Beside each time, the bytes per
+evaluation that XLA's cost analysis of the compiled prefix counts (its fusions' operands and
+results, on this backend's fusion decisions; a Pallas kernel's own traffic is not counted):
+with a GPU's memory bandwidth, a floor on the plain-JAX stages' time that needs no GPU::
 
     python -m eval.profile_decode --sizes 500 --devices 1,2 --population 16384
     python -m eval.profile_decode --sizes 500 --devices 2 --scheduler priority
@@ -63,8 +66,10 @@ from gsched.infra.progress import log
 PARAMS = CostParams(latency=0.1, bandwidth=16384.0)
 
 
-def _timed(fn, *args, repeats: int) -> tuple[float, float]:
-    """(compile + first call s, median steady-state call s)."""
+def _timed(fn, *args, repeats: int) -> tuple[float, float, float]:
+    """(compile + first call s, median steady-state call s, bytes its compiled program
+    accesses by XLA's cost analysis: NaN where it gives none)."""
+    fn = jax.jit(fn)
     t0 = time.perf_counter()
     jax.block_until_ready(fn(*args))
     first = time.perf_counter() - t0
@@ -73,7 +78,17 @@ def _timed(fn, *args, repeats: int) -> tuple[float, float]:
         t0 = time.perf_counter()
         jax.block_until_ready(fn(*args))
         times.append(time.perf_counter() - t0)
-    return first, statistics.median(times)
+    # Compiled once: the call above cached the executable this lowering finds.
+    return first, statistics.median(times), _bytes_accessed(fn.lower(*args).compile())
+
+
+def _bytes_accessed(compiled) -> float:
+    """What XLA's cost analysis says ``compiled`` reads and writes in all (its fusions'
+    operands and results; a Pallas kernel's own traffic is not in it), NaN if it says nothing."""
+    analysis = compiled.cost_analysis()
+    if isinstance(analysis, (list, tuple)):  # older JAX: one dict per program
+        analysis = analysis[0] if analysis else None
+    return float((analysis or {}).get("bytes accessed", float("nan")))
 
 
 def stages(num_devices: int, chunk: int | None, base: int, scheduler: str = "list"):
@@ -185,9 +200,10 @@ def main(argv: Sequence[str] | None = None) -> None:
                                                    np.float32), graph, bucket, d))
             prm = jax.tree.map(jnp.asarray, PARAMS)
             for name, fn in stages(d, args.chunk, bucket.chromosome_length(d), args.scheduler):
-                first, median = _timed(jax.jit(fn), padded, keys, prm, repeats=args.repeats)
+                first, median, moved = _timed(fn, padded, keys, prm, repeats=args.repeats)
                 log(f"[profile] {n} ops, D = {d}: {name:38s} {1e3 * median:9.2f} ms/call "
-                    f"({1e6 * median / args.population:7.2f} µs/eval; first call {first:.1f} s)")
+                    f"({1e6 * median / args.population:7.2f} µs/eval, "
+                    f"{moved / args.population / 1e3:7.1f} kB/eval; first call {first:.1f} s)")
 
 
 if __name__ == "__main__":
