@@ -409,9 +409,10 @@ def default_num_warps(width: int) -> int:
 class ProgramPerChromosome:
     """A kernel layout (:func:`batched_kernel`'s ``layout``) for Pallas' Triton backend: one
     program per chromosome, its slots spread over the program's lanes, the batch the grid (a
-    ``jax.vmap`` of the call). ``scratch``: that many more ``[width]`` outputs the kernel uses
-    as memory, dropped, then one of each size in ``fixed_scratch`` (whatever the width);
-    ``num_warps`` (None: :func:`default_num_warps`)."""
+    ``jax.vmap`` of the call). The kernel's refs: ``word``, ``rows``, ``successor``, the lane
+    state, the per-step outputs, ``tail``, then the scratch: ``scratch`` more ``[width]``
+    outputs the kernel uses as memory, dropped, and one of each size in ``fixed_scratch``
+    (whatever the width); ``num_warps`` (None: :func:`default_num_warps`)."""
 
     num_warps: int | None = None
     scratch: int = 0
