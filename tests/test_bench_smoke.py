@@ -116,7 +116,8 @@ def test_profile_decode_times_every_stage(capsys):
     # XLA CPU's cost analysis counts every stage's bytes; the prefixes grow.
     moved = [float(m.group(1)) for line in lines if (m := re.search(r"([\d.]+) kB/eval", line))]
     assert len(moved) == 16 and all(x > 0 for x in moved)
-    assert moved[0] < moved[2] < moved[3] < moved[4] < moved[5]  # D = 1: placement ⊂ … ⊂ peaks
+    # D = 1: placement ⊂ slot ranking ⊂ slot tables ⊂ kernel inputs ⊂ peak tables.
+    assert moved[0] < moved[2] < moved[3] < moved[4] < moved[5]
     profile_decode.main(["--sizes", "12", "--devices", "2", "--population", "4",
                          "--repeats", "1", "--scheduler", "fifo"])
     lines = capsys.readouterr().err.splitlines()

@@ -7,8 +7,8 @@ whose streams hold hundreds of known items at once (deep heaps, equal ready time
 populations that do not fill a program and a graph padded into a larger bucket; against the
 independent reference (tests/reference_exec.py); its initial heaps against a hand-made case;
 its Triton IR (lowered on the CPU; no GPU here): one barrier per step; the other accounting
-kernels refuse them. Pinned ops and fusion:
-tests/test_pallas_memory.py; SPEC §8.4 row 5: tests/test_pallas_decode.py."""
+kernels refuse these schedulers. Pinned ops and fusion: tests/test_pallas_memory.py; SPEC §8.4
+row 5: tests/test_pallas_decode.py."""
 
 from __future__ import annotations
 

@@ -321,7 +321,7 @@ def _list_schedule(graph: PaddedGraph, keys: jnp.ndarray, placement: Placement,
         if not _interpreted(interpret):
             check_smem(smem_words(slots.word.shape[0], rows.shape[1], table.shape[0],
                                   peak_kwargs["tail"], counts))
-        layout = TpuProgramPerChromosome(NEVER, scratch=2, fixed_scratch=counts)
+        layout = TpuProgramPerChromosome(scratch=2, fixed_scratch=counts)
         kernel, static = tpu_list_kernel, dict(never=NEVER, **peak_kwargs)
     else:
         layout = ProgramPerChromosome(num_warps or MEMORY_NUM_WARPS, scratch=3,

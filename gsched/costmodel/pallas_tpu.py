@@ -30,8 +30,9 @@ returns the schedule and its memory profile (decoder ``"pallas_tpu"``).
 Blocks: one program per chromosome on an explicit grid marked parallel, each chromosome's
 arrays with a leading axis of one (``[1, n]``, SMEM) or the words' ``[R, 128]`` shape, so the
 blocks' last two dimensions equal the arrays' (:class:`TpuProgramPerChromosome`). The tables
-must fit SMEM, inputs and outputs double-buffered (:func:`smem_words`; 500 ops at D = 2 need 0.39 MiB of a
-v4–v6e core's 1 MiB, 2,000 ops 1.56 MiB), or a call on a TPU raises (:func:`check_smem`).
+must fit SMEM, inputs and outputs double-buffered (:func:`smem_words`; 500 ops at D = 2 need
+0.39 MiB of a v4–v6e core's 1 MiB, 2,000 ops 1.56 MiB), or a call on a TPU raises
+(:func:`check_smem`).
 
 On a TPU a ``pallas_call``'s grid runs one program after another on a core, unlike a GPU's
 SMs, which hold several at once, so this kernel evaluates one chromosome at a time per core;
@@ -104,13 +105,12 @@ class TpuProgramPerChromosome:
     """A kernel layout (:func:`~gsched.costmodel.pallas_decode.batched_kernel`'s ``layout``)
     for Pallas' Mosaic TPU backend: one program per chromosome on a grid over the batch marked
     parallel (the two cores of a v4 or v5p chip share it). A program sees ``word [R, 128]``
-    (VMEM; ``width`` rounded up to 128 lanes, the extra lanes never taken: word ``never``),
-    ``rows [1, R·128·C]`` (a slot's row at ``slot·C``) and ``successor [1, Q]`` (SMEM), the
-    outputs ``[1, R·128]`` and ``[1, tail]`` (SMEM), then ``scratch`` SMEM buffers of
-    ``R·128 + 1`` words and one of ``size + 1`` for each of ``fixed_scratch`` (the last word of
-    each: a sink for stores that go nowhere)."""
+    (VMEM; ``width`` rounded up to 128 lanes, the extra lanes never taken: their word is the
+    kernel's own ``never`` parameter), ``rows [1, R·128·C]`` (a slot's row at ``slot·C``) and
+    ``successor [1, Q]`` (SMEM), the outputs ``[1, R·128]`` and ``[1, tail]`` (SMEM), then
+    ``scratch`` SMEM buffers of ``R·128 + 1`` words and one of ``size + 1`` for each of
+    ``fixed_scratch`` (the last word of each: a sink for stores that go nowhere)."""
 
-    never: int
     scratch: int = 0
     fixed_scratch: tuple[int, ...] = ()
 
@@ -118,7 +118,8 @@ class TpuProgramPerChromosome:
                  params: dict):
         """``(word [B, width], rows [B, width, C], successor [B, Q], count [B]) → (*per_step
         outputs [B, width], tail [B, tail])``."""
-        del k, params
+        del k
+        never = params["never"]
         if not interpret and jax.default_backend() == "gpu":
             raise NotImplementedError("the TPU kernel is written for Pallas' Mosaic TPU "
                                       "backend; on a GPU use decoder 'pallas' or "
@@ -132,7 +133,7 @@ class TpuProgramPerChromosome:
         def run(word, rows, successor, count):
             del count
             batch, pad = word.shape[0], lanes - width
-            word = jnp.pad(word, ((0, 0), (0, pad)), constant_values=self.never).reshape(
+            word = jnp.pad(word, ((0, 0), (0, pad)), constant_values=never).reshape(
                 batch, lanes // LANES, LANES)
             rows = jnp.pad(rows, ((0, 0), (0, pad), (0, 0))).reshape(batch, 1, -1)
             successor = successor[:, None]
@@ -157,7 +158,8 @@ class TpuProgramPerChromosome:
 
 def smem_scalars(ref) -> Scalars:
     """:class:`~gsched.costmodel.pallas_peaks.Scalars` of a ``[1, n]`` SMEM ref: a store that
-    is not ``valid`` goes to the last word (a scratch buffer's sink, :class:`TpuProgramPerChromosome`)."""
+    is not ``valid`` goes to the last word (a scratch buffer's sink,
+    :class:`TpuProgramPerChromosome`)."""
     sink = ref.shape[1] - 1
 
     def store(i, value, valid):
