@@ -22,6 +22,15 @@ with a GPU's memory bandwidth, a floor on the plain-JAX stages' time that needs 
     python -m eval.profile_decode --sizes 500 --devices 1,2 --population 16384
     python -m eval.profile_decode --sizes 500 --devices 2 --scheduler priority
     python -m eval.profile_decode --sizes 500 --devices 1,2,4 --population 1024  # CPU
+
+``--compile-for`` compiles each stage instead of timing it, for this machine's CPU or for a GPU
+described by XLA's target text (``eval/gpu_targets/``; JAX's CUDA plugin compiles for it
+without the GPU, kernels included, ``docs/benchmarks.md``), and prints its launches and the
+bytes per evaluation they touch at most (:mod:`gsched.harness.launches`): XLA GPU's own fusion
+decisions where no GPU is lent::
+
+    JAX_SKIP_CUDA_CONSTRAINTS_CHECK=1 JAX_PLATFORMS=cpu PYTHONPATH=.:CUDA_PLUGIN_DIR \
+      python -m eval.profile_decode --sizes 500 --compile-for eval/gpu_targets/h100.pbtxt
 """
 
 from __future__ import annotations
@@ -42,8 +51,11 @@ from gsched.costmodel.dynamic import dynamic_init
 from gsched.costmodel.memory import peak_memory
 from gsched.costmodel.pallas_decode import (
     KERNEL_CHUNK,
+    lane_width_index,
+    lane_widths,
     pallas_applies,
     ranked_slots,
+    slot_bound,
     slot_tables,
 )
 from gsched.costmodel.pallas_dynamic import (
@@ -61,6 +73,7 @@ from gsched.costmodel.schedule import (
 )
 from gsched.generators import random_computation_graph
 from gsched.harness.benchmarks import parse_int_list
+from gsched.harness.launches import Launch, launches
 from gsched.infra.progress import log
 
 PARAMS = CostParams(latency=0.1, bandwidth=16384.0)
@@ -91,9 +104,11 @@ def _bytes_accessed(compiled) -> float:
     return float((analysis or {}).get("bytes accessed", float("nan")))
 
 
-def stages(num_devices: int, chunk: int | None, base: int, scheduler: str = "list"):
+def stages(num_devices: int, chunk: int | None, base: int, scheduler: str = "list",
+           kernels: bool = False, interpret: bool | None = None, whole: bool = True):
     """The prefixes (module docstring), each ``(graph, keys, params) -> arrays``; ``base``: the
-    SPEC §2 part of a padded chromosome."""
+    SPEC §2 part of a padded chromosome; ``kernels``: with the fused kernels' rows (run with
+    ``interpret``); ``whole``: with the whole ``evaluate_population``."""
     init_tables = schedule_init if scheduler == "list" else dynamic_init
     kernel_chunk = KERNEL_CHUNK if chunk is None else chunk
 
@@ -130,7 +145,8 @@ def stages(num_devices: int, chunk: int | None, base: int, scheduler: str = "lis
         def fn(g, keys, prm):
             def one(k):
                 return fused_schedule(g, k[:base], decode_placement(g, k[:base], num_devices),
-                                      prm, num_devices, scheduler, kernel_chunk, state=state)
+                                      prm, num_devices, scheduler, kernel_chunk, interpret,
+                                      state=state)
             return jax.vmap(one)(keys)
         return fn
 
@@ -154,11 +170,12 @@ def stages(num_devices: int, chunk: int | None, base: int, scheduler: str = "lis
             def one(k):
                 placement = decode_placement(g, k[:base], num_devices)
                 return fused_schedule_and_memory(g, k[:base], placement, prm, num_devices,
-                                                 scheduler, kernel_chunk, state=state)
+                                                 scheduler, kernel_chunk, interpret,
+                                                 state=state)
             return jax.vmap(one)(keys)
         return fn
 
-    def whole(g, keys, prm):
+    def population(g, keys, prm):
         return evaluate_population(g, keys, prm, num_devices=num_devices, chunk=chunk,
                                    scheduler=scheduler)
 
@@ -168,13 +185,81 @@ def stages(num_devices: int, chunk: int | None, base: int, scheduler: str = "lis
     if scheduler == "list":
         rows += [("placement + kernel inputs + peak tables", peak_inputs),
                  ("placement + memory walk alone", walk)]
-    if pallas_applies():  # interpreted on a CPU: its time would mean nothing
+    if kernels:
         rows += [("kernel inputs + kernel and result", schedule("registers")),
                  ("kernel inputs + lane kernel and result", schedule("lanes"))]
         if scheduler == "list":
             rows.append(("peak tables + kernel with memory (fused)", fused("memory")))
         rows.append(("peak tables + lane kernel with memory", fused("lanes")))
-    return rows + [("+ memory walk = evaluate_population", whole)]
+    return rows + ([("+ memory walk = evaluate_population", population)] if whole else [])
+
+
+def _target_device(target: str):
+    """The device ``--compile-for`` compiles for: this machine's CPU (``cpu``), or a GPU
+    described by XLA's ``GpuTargetConfigProto`` text at the path ``target``
+    (``eval/gpu_targets/``), compiled for by the CUDA plugin without the GPU."""
+    if target == "cpu":
+        return jax.devices("cpu")[0]
+    try:
+        config = open(target).read()
+    except OSError as error:
+        raise SystemExit(f"--compile-for: cannot read the GPU target {target!r}: {error}")
+    try:
+        from jax.experimental import topologies
+        return topologies.get_topology_desc("target", "cuda", target_config=config,
+                                            topology="1x1x1").devices[0]
+    except Exception as error:  # the plugin missing, or the text not a target
+        raise SystemExit(
+            f"--compile-for {target}: no CUDA compiler without a GPU here ({error}). Install "
+            f"JAX's CUDA plugin for this JAX beside it: pip install --no-deps --target DIR "
+            f"jax-cuda13-plugin=={jax.__version__} jax-cuda13-pjrt=={jax.__version__}, then "
+            f"run with PYTHONPATH=DIR JAX_PLATFORMS=cpu JAX_SKIP_CUDA_CONSTRAINTS_CHECK=1")
+
+
+def _width_index(graph, keys, base: int, num_devices: int) -> int:
+    """Which of the kernels' width branches (:func:`lane_widths`, widest first) a population
+    takes: the narrowest holding its most running items."""
+    def count(g, k):
+        placement = decode_placement(g, k[:base], num_devices)
+        return ranked_slots(g, k[:base], placement, num_devices)[3]
+
+    n, t, e = (graph.op_mask.shape[0], graph.tensor_mask.shape[0], graph.edge_mask.shape[0])
+    widths = lane_widths(slot_bound(n, t, e, num_devices))
+    counts = jax.jit(jax.vmap(count, in_axes=(None, 0)))(graph, keys)
+    return int(lane_width_index(counts, widths))
+
+
+def compiled_launches(fn, args, device) -> list[Launch]:
+    """``fn(*args)``'s launches compiled for ``device`` (a shape, not a call: nothing runs)."""
+    sharding = jax.sharding.SingleDeviceSharding(device)
+    shapes = jax.tree.map(lambda x: jax.ShapeDtypeStruct(x.shape, x.dtype, sharding=sharding),
+                          args)
+    return launches(jax.jit(fn).trace(*shapes).lower().compile().as_text())
+
+
+def launch_summary(found: Sequence[Launch], taken: int, population: int) -> str:
+    """One stage's launches per call and the kB per evaluation they touch: those outside the
+    conditionals plus those inside the branch ``taken`` of each (the stages' conditionals are
+    the kernels' width switch; one without that branch counts its largest); then each branch's
+    kB and the ``while`` loops (graph-only set-up whose launches repeat per trip: neither their
+    count nor their bytes are in the totals)."""
+    outside = [x for x in found if x.branch is None and x.loop is None]
+    branches: dict[str, dict[int, list[Launch]]] = {}
+    for x in found:
+        if x.branch is not None and x.loop is None:
+            branches.setdefault(x.branch[0], {}).setdefault(x.branch[1], []).append(x)
+    run = outside + [x for sizes in branches.values() for x in sizes.get(
+        taken, max(sizes.values(), key=lambda b: sum(y.nbytes for y in b)))]
+    def kb(launched) -> str:
+        return f"{sum(x.nbytes for x in launched) / population / 1e3:.1f}"
+
+    per_branch = "; ".join("/".join(kb(sizes.get(i, [])) for i in range(max(sizes) + 1))
+                           for sizes in branches.values())
+    loops = {x.loop for x in found if x.loop is not None}
+    return (f"{len(run):4d} launches, {kb(run):>8s} kB/eval ({kb(outside)} outside the switch"
+            + (f", branches {per_branch} kB, branch {taken} taken" if branches else "")
+            + f"), {len(loops)} while loops "
+            f"({sum(x.loop is not None for x in found)} launches in them)")
 
 
 def main(argv: Sequence[str] | None = None) -> None:
@@ -187,9 +272,16 @@ def main(argv: Sequence[str] | None = None) -> None:
                    help="successor entries per iteration (default: the decoder's own)")
     p.add_argument("--scheduler", choices=("list", "priority", "fifo"), default="list")
     p.add_argument("--repeats", type=int, default=3)
+    p.add_argument("--compile-for", default=None, metavar="cpu|TARGET",
+                   help="count each stage's launches compiled for this machine's CPU or the GPU "
+                        "of a GpuTargetConfigProto text (eval/gpu_targets/h100.pbtxt) "
+                        "instead of timing them")
     args = p.parse_args(sys.argv[1:] if argv is None else argv)
+    device = None if args.compile_for is None else _target_device(args.compile_for)
+    on_gpu = device is not None and device.platform == "gpu"
     log(f"[profile] backend {jax.default_backend()} ({jax.devices()[0].device_kind}), "
-        f"P = {args.population}, chunk {args.chunk or 'default'}, {args.scheduler} scheduler")
+        f"P = {args.population}, chunk {args.chunk or 'default'}, {args.scheduler} scheduler"
+        + ("" if device is None else f", compiled for {device.device_kind}"))
     rng = np.random.default_rng(0)
     for n in args.sizes:
         graph = random_computation_graph(n, 0)
@@ -199,7 +291,17 @@ def main(argv: Sequence[str] | None = None) -> None:
             keys = jnp.asarray(pad_keys(rng.random((args.population, graph.chromosome_length(d)),
                                                    np.float32), graph, bucket, d))
             prm = jax.tree.map(jnp.asarray, PARAMS)
-            for name, fn in stages(d, args.chunk, bucket.chromosome_length(d), args.scheduler):
+            base = bucket.chromosome_length(d)
+            rows = stages(d, args.chunk, base, args.scheduler,
+                          kernels=on_gpu or pallas_applies(),
+                          interpret=False if on_gpu else None, whole=not on_gpu)
+            taken = _width_index(padded, keys, base, d) if device is not None else 0
+            for name, fn in rows:
+                if device is not None:
+                    found = compiled_launches(fn, (padded, keys, prm), device)
+                    log(f"[profile] {n} ops, D = {d}: {name:38s} "
+                        f"{launch_summary(found, taken, args.population)}")
+                    continue
                 first, median, moved = _timed(fn, padded, keys, prm, repeats=args.repeats)
                 log(f"[profile] {n} ops, D = {d}: {name:38s} {1e3 * median:9.2f} ms/call "
                     f"({1e6 * median / args.population:7.2f} µs/eval, "

@@ -9,6 +9,7 @@ import re
 from collections import namedtuple
 
 import numpy as np
+import pytest
 
 from eval import bench_cost_model as bench
 from eval import check_decoders, profile_decode, tune_kernel
@@ -139,6 +140,20 @@ def test_profile_decode_kernel_rows_run(capsys, monkeypatch):
         lines = capsys.readouterr().err.splitlines()
         for row in rows:
             assert sum(f"D = 1: {row} " in line for line in lines) == 1, row
+
+
+def test_profile_decode_counts_launches_compiled_for_a_device(capsys, tmp_path):
+    # Compiled, not run: each stage's launches and the bytes they touch, from the program text.
+    profile_decode.main(["--sizes", "12", "--devices", "2", "--population", "4",
+                         "--compile-for", "cpu"])
+    lines = capsys.readouterr().err.splitlines()
+    assert "compiled for cpu" in lines[0]
+    rows = [line for line in lines if re.search(r"\d+ launches, +[\d.]+ kB/eval", line)]
+    assert len(rows) == 8 and not any("ms/call" in line for line in lines)
+    moved = [float(re.search(r"([\d.]+) kB/eval", line).group(1)) for line in rows]
+    assert all(x > 0 for x in moved) and moved[0] < moved[2] < moved[3]  # prefixes grow
+    with pytest.raises(SystemExit, match="cannot read the GPU target"):
+        profile_decode.main(["--sizes", "12", "--compile-for", str(tmp_path / "none.pbtxt")])
 
 
 def test_tune_kernel_times_every_variant_and_checks_them_identical(tmp_path):
