@@ -214,10 +214,12 @@ def active_entries(graph: PaddedGraph, placement: Placement, slot: jnp.ndarray,
     entry_activation = activation[entry_item]
     # Each entry's owner: an op for the op entries, a tensor for the consumer entries (none
     # past the last range).
-    owner_op = jnp.searchsorted(end[:n], jnp.arange(base, dtype=jnp.int32), side="right")
+    # Unrolled binary searches: a rolled one is a ``while`` loop, on a GPU a launch per step.
+    owner_op = jnp.searchsorted(end[:n], jnp.arange(base, dtype=jnp.int32), side="right",
+                                method="scan_unrolled")
     owner_device = jnp.concatenate([placement.device, jnp.full(1, -2, jnp.int32)])[owner_op]
     owner_tensor = jnp.searchsorted(graph.tensor_consumer_end, jnp.arange(e, dtype=jnp.int32),
-                                    side="right")
+                                    side="right", method="scan_unrolled")
     exists = jnp.concatenate([placement.transfer_exists, jnp.zeros((1, d), bool)])[owner_tensor]
     fires = jnp.concatenate([
         entry_activation[:base] == owner_device,

@@ -86,8 +86,8 @@ def item_columns(graph: PaddedGraph, size: fp.Fixed, temp: fp.Fixed, num_devices
     consumer, tensor = consumer[by_consumer], graph.edge_tensor[by_consumer]
     reads = jnp.pad(jnp.where(consumer < n, tensor, -1), (0, chunk), constant_values=-1)
     ops = jnp.arange(n, dtype=jnp.int32)
-    first, last = (jnp.searchsorted(consumer, ops, side=side).astype(jnp.int32)
-                   for side in ("left", "right"))
+    first, last = (jnp.searchsorted(consumer, ops, side=side, method="scan_unrolled")
+                   .astype(jnp.int32) for side in ("left", "right"))  # no while loop
     op_reads = inline_columns(reads, first, last, chunk)  # [N, chunk + 2]
     transfer_reads = jnp.full((c, chunk + 2), -1, jnp.int32).at[:, chunk:].set(0).at[:, 0].set(
         jnp.repeat(jnp.arange(t, dtype=jnp.int32), d))  # its tensor inline, an empty range
