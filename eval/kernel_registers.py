@@ -81,13 +81,13 @@ def triton_modules(size: int, num_devices: int, kernel: str, chunk: int
     params = jax.tree.map(jnp.asarray, CostParams(latency=0.1, bandwidth=16384.0))
     modules, lower = [], registration.lowering.lower_jaxpr_to_triton_module
 
-    def capture(jaxpr, *args, **kwargs):
-        result = lower(jaxpr, *args, **kwargs)
+    def capture(jaxpr, grid_mapping, *args, **kwargs):
+        result = lower(jaxpr, grid_mapping, *args, **kwargs)
         text = result.module.operation.get_asm(enable_debug_info=False)
-        # The width: the slots of the kernel's first ref, ``word [V_p]`` (``rows [P, V_p, C]``
-        # for the kernel with a chromosome per lane).
-        first = jaxpr.invars[0].aval
-        modules.append((first.shape[-2] if first.ndim == 3 else first.shape[0], text))
+        # The width: the steps of the kernel's first output, the slot taken at each step
+        # (``[width]``; ``[width, P]`` for the kernel with a chromosome per lane).
+        first = jaxpr.invars[grid_mapping.num_index_operands + grid_mapping.num_inputs].aval
+        modules.append((first.shape[0], text))
         return result
 
     def one(c):
