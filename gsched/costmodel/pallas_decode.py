@@ -43,7 +43,8 @@ that waits for the row. Per step that is ``O(V_p)`` work plus
 firing entries). So the kernel is compiled at up to three widths (``V_p``, ``V_p / 2``,
 ``V_p / 4``: :func:`lane_widths`) and a call runs the narrowest that holds every chromosome's
 running items (often about 40 % of the static bound at ``D ≥ 2``), chosen once per call by a
-``lax.switch`` outside the grid.
+``lax.switch`` around the prologue and the kernel (:func:`at_running_width`): the prologue's
+``[V_p]`` arrays are built at that width too.
 """
 
 from __future__ import annotations
@@ -60,7 +61,7 @@ from jax.experimental import pallas as pl
 from jax.experimental.pallas import triton as plt
 
 from gsched.core import fixedpoint as fp
-from gsched.core.batching import flat_batch
+from gsched.core.batching import batch_switch, flat_batch
 from gsched.core.padding import PaddedGraph
 from gsched.costmodel.pallas_lexmin import lexmin
 from gsched.costmodel.pallas_lexmin import lowers as lexmin_lowers
@@ -133,11 +134,13 @@ class Slots(NamedTuple):
 
 
 def ranked_slots(graph: PaddedGraph, keys: jnp.ndarray, placement: Placement,
-                 num_devices: int) -> tuple[jnp.ndarray, ...]:
+                 num_devices: int, width: int | None = None) -> tuple[jnp.ndarray, ...]:
     """One chromosome's slots (``keys``: the SPEC §2 part): SPEC §2's priority order (program
     inputs first, ties by item index), the loops' ranking restricted to the items that run:
     only those ``V_p`` are sorted, not all ``V = N + T·D``. Returns ``(item [V_p], slot [V],
-    word [V_p], count [])`` as in :class:`Slots`, and ``k`` (static)."""
+    word [V_p], count [])`` as in :class:`Slots`, and ``k`` (static). ``width``: ``V_p`` if
+    not :func:`slot_bound`'s, a power of two the caller knows holds the running items
+    (:func:`at_running_width`)."""
     n, t, e = graph.op_mask.shape[0], graph.tensor_mask.shape[0], graph.edge_mask.shape[0]
     v = n + t * num_devices
     # Dependencies in the extended graph: a transfer waits for its producer.
@@ -146,7 +149,7 @@ def ranked_slots(graph: PaddedGraph, keys: jnp.ndarray, placement: Placement,
     # At most N + min(E, T·(D − 1)) items run (an existing X(t, d) has its own edge
     # (t, consumer on d)), often a fraction of V = N + T·D.
     runs = jnp.concatenate([graph.op_mask, placement.transfer_exists.reshape(-1)])
-    vp = slot_bound(n, t, e, num_devices)
+    vp = width or slot_bound(n, t, e, num_devices)
     k = max(1, (vp - 1).bit_length())
     if (e + 1) << k > NEVER:
         raise ValueError(f"{vp} item slots and {e} edges overflow the kernel's 31-bit words")
@@ -166,11 +169,13 @@ def ranked_slots(graph: PaddedGraph, keys: jnp.ndarray, placement: Placement,
 
 
 def slot_tables(graph: PaddedGraph, keys: jnp.ndarray, placement: Placement,
-                activation: jnp.ndarray, num_devices: int, chunk: int) -> tuple[Slots, int]:
+                activation: jnp.ndarray, num_devices: int, chunk: int,
+                width: int | None = None) -> tuple[Slots, int]:
     """The inputs both kernels share, of one chromosome (``keys``: the SPEC §2 part;
     ``activation [V]``: :func:`~gsched.costmodel.schedule.item_devices`' third), and ``k``, the
-    bits of a slot (static): :func:`ranked_slots` and their :func:`active_entries`."""
-    item, slot, word, count, k = ranked_slots(graph, keys, placement, num_devices)
+    bits of a slot (static): :func:`ranked_slots` (at ``width``) and their
+    :func:`active_entries`."""
+    item, slot, word, count, k = ranked_slots(graph, keys, placement, num_devices, width)
     successor, first, last = active_entries(graph, placement, slot, activation, num_devices)
     # ``chunk`` inert entries at the end: every window [q, q + chunk) inside the table is in
     # bounds.
@@ -238,13 +243,13 @@ def active_entries(graph: PaddedGraph, placement: Placement, slot: jnp.ndarray,
 
 
 def list_inputs(graph: PaddedGraph, keys: jnp.ndarray, placement: Placement,
-                params: CostParams, num_devices: int, chunk: int):
+                params: CostParams, num_devices: int, chunk: int, width: int | None = None):
     """The list kernel's prologue for one chromosome → ``(slots, k, rows [V_p, 6 + chunk],
     time unit, runtime bound)``; ``rows`` by slot: device, source device, duration hi, lo, then
-    :func:`successor_columns`."""
+    :func:`successor_columns`; ``width``: ``V_p`` (:func:`ranked_slots`)."""
     duration, unit, runtime_bound = fixed_durations(graph, placement, params, num_devices)
     device, source, activation = item_devices(graph, placement, num_devices)
-    slots, k = slot_tables(graph, keys, placement, activation, num_devices, chunk)
+    slots, k = slot_tables(graph, keys, placement, activation, num_devices, chunk, width)
     rows = jnp.concatenate([jnp.stack([device[slots.item], source[slots.item],
                                        duration.hi[slots.item], duration.lo[slots.item]],
                                       axis=1), successor_columns(slots, chunk)], axis=1)
@@ -277,8 +282,9 @@ def pallas_schedule(graph: PaddedGraph, keys: jnp.ndarray, placement: Placement,
     if state not in ("registers", "memory", "lanes"):
         raise ValueError(f"unknown kernel state {state!r}; expected 'registers', 'memory' or "
                          "'lanes'")
-    return _list_schedule(graph, keys, placement, params, num_devices, chunk, interpret,
-                          num_warps, state)[0]
+    return at_running_width(_list_schedule, graph, keys, placement, params, num_devices,
+                            chunk=chunk, interpret=interpret, num_warps=num_warps,
+                            state=state)[0]
 
 
 def pallas_schedule_and_memory(graph: PaddedGraph, keys: jnp.ndarray, placement: Placement,
@@ -296,17 +302,19 @@ def pallas_schedule_and_memory(graph: PaddedGraph, keys: jnp.ndarray, placement:
     if state not in ("memory", "tpu", "lanes"):
         raise ValueError(f"unknown accounting kernel {state!r}; expected 'memory', 'tpu' or "
                          "'lanes'")
-    return _list_schedule(graph, keys, placement, params, num_devices, chunk, interpret,
-                          num_warps, state, peaks=True)
+    return at_running_width(_list_schedule, graph, keys, placement, params, num_devices,
+                            chunk=chunk, interpret=interpret, num_warps=num_warps, state=state,
+                            peaks=True)
 
 
 def _list_schedule(graph: PaddedGraph, keys: jnp.ndarray, placement: Placement,
-                   params: CostParams, num_devices: int, chunk: int, interpret: bool | None,
-                   num_warps: int | None, state: str, peaks: bool = False):
-    """``(schedule, memory profile or None)`` of the list kernel at ``state`` (with ``peaks``,
-    the kernel accounting as it schedules; the TPU kernel always does)."""
+                   params: CostParams, *, width: int, num_devices: int, chunk: int,
+                   interpret: bool | None, num_warps: int | None, state: str,
+                   peaks: bool = False):
+    """``(schedule, memory profile or None)`` of the list kernel at ``state`` and ``width``
+    (with ``peaks``, the kernel accounting as it schedules; the TPU kernel always does)."""
     slots, k, rows, unit, runtime_bound = list_inputs(graph, keys, placement, params,
-                                                      num_devices, chunk)
+                                                      num_devices, chunk, width)
     table, peak_kwargs = slots.successor, {}
     if peaks:
         rows, table, peak_kwargs, memory_unit = with_peak_tables(
@@ -397,6 +405,27 @@ def lane_width_index(count: jnp.ndarray, widths: tuple[int, ...]) -> jnp.ndarray
     return sum((most <= w).astype(jnp.int32) for w in widths[1:])
 
 
+def at_running_width(fn, graph: PaddedGraph, keys: jnp.ndarray, placement: Placement,
+                     params: CostParams, num_devices: int, **static):
+    """``fn(graph, keys, placement, params, width=, num_devices=, **static)`` of one chromosome,
+    prologue and kernel, at the narrowest of :func:`lane_widths` that holds the running items
+    of every chromosome in the batch: one ``lax.switch`` on the whole batch, whatever vmaps
+    are around the call (:func:`~gsched.core.batching.batch_switch`); ``fn`` returns the same
+    shapes at every width (by item, not by slot)."""
+    n, t, e = graph.op_mask.shape[0], graph.tensor_mask.shape[0], graph.edge_mask.shape[0]
+    widths = lane_widths(slot_bound(n, t, e, num_devices))
+
+    def running(graph, keys, placement, params):
+        del keys, params
+        return (jnp.sum(graph.op_mask, dtype=jnp.int32)
+                + jnp.sum(placement.transfer_exists, dtype=jnp.int32))
+
+    branches = [functools.partial(fn, width=w, num_devices=num_devices, **static)
+                for w in widths]
+    return batch_switch(running, lambda counts: lane_width_index(counts, widths), branches)(
+        graph, keys, placement, jax.tree.map(jnp.asarray, params))
+
+
 def default_num_warps(width: int) -> int:
     """Triton warps per program at ``width`` lanes: 2 up to 1,024 lanes, then one per 512.
 
@@ -441,9 +470,9 @@ def batched_kernel(kernel, per_step: int, k: int, chunk: int, interpret: bool | 
                    tail: int = 4, **params):
     """A kernel over a batch: ``(word [B, V_p], rows [B, V_p, C], successor [B, Q + chunk],
     count [B], *lane_state [B, V_p])`` → ``(*per-step outputs [B, V_p], tail [B, tail])``, all
-    int32, at the narrowest of :func:`lane_widths` that holds the whole batch (one
-    ``lax.switch``). ``kernel(..., chunk=, k=, **params)`` schedules at the width of its refs,
-    its refs in the order of its ``layout``: :class:`ProgramPerChromosome` (Triton, a program
+    int32, at the width ``V_p`` of its inputs (:func:`at_running_width` picks it).
+    ``kernel(..., chunk=, k=, **params)`` schedules at the width of its refs, its refs in the
+    order of its ``layout``: :class:`ProgramPerChromosome` (Triton, a program
     per chromosome), :class:`~gsched.costmodel.pallas_tpu.TpuProgramPerChromosome` (Mosaic TPU)
     or :class:`~gsched.costmodel.pallas_lanes.ChromosomePerLane` (Triton, a chromosome per
     lane), each a hashable ``layout(kernel, width, k, interpret, per_step, tail, params)`` →
@@ -452,25 +481,9 @@ def batched_kernel(kernel, per_step: int, k: int, chunk: int, interpret: bool | 
     so the width stays one unbatched choice."""
 
     def decode(word, rows, successor, count, *lane_state):
-        vp = word.shape[1]
-
-        def at_width(w):
-            kw = max(1, (w - 1).bit_length())
-            call = layout(functools.partial(kernel, chunk=chunk, k=kw, **params), w, kw,
-                          _interpreted(interpret), per_step, tail, params)
-
-            def run(word, rows, successor, count, *lane_state):
-                narrow = jnp.where(word[:, :w] == NEVER, NEVER, jnp.left_shift(
-                    jnp.right_shift(word[:, :w], k), kw) | (word[:, :w] & ((1 << kw) - 1)))
-                *steps, last = call(narrow, rows[:, :w], successor, count,
-                                    *(x[:, :w] for x in lane_state))
-                return (*(jnp.pad(x, ((0, 0), (0, vp - w))) for x in steps), last)
-
-            return run
-
-        widths = lane_widths(vp)
-        return lax.switch(lane_width_index(count, widths), [at_width(w) for w in widths],
-                          word, rows, successor, count, *lane_state)
+        call = layout(functools.partial(kernel, chunk=chunk, k=k, **params), word.shape[1], k,
+                      _interpreted(interpret), per_step, tail, params)
+        return call(word, rows, successor, count, *lane_state)
 
     return flat_batch(decode)
 

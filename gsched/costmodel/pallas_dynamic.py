@@ -47,6 +47,7 @@ from gsched.costmodel.pallas_decode import (
     KERNEL_CHUNK,
     NEVER,
     ProgramPerChromosome,
+    at_running_width,
     batched_kernel,
     list_inputs,
     pallas_schedule,
@@ -67,16 +68,17 @@ from gsched.costmodel.schedule import (
 
 
 def dynamic_inputs(graph: PaddedGraph, keys: jnp.ndarray, placement: Placement,
-                   params: CostParams, num_devices: int, chunk: int):
+                   params: CostParams, num_devices: int, chunk: int, width: int | None = None):
     """The event-driven kernel's prologue for one chromosome → ``(slots, k, rows
     [V_p, 4 + chunk], lanes, durations [V], time unit, runtime bound)``; ``rows`` by slot:
     duration hi, lo, then :func:`~gsched.costmodel.pallas_decode.successor_columns`;
     ``lanes``: each slot's stream, program-input flag and source device (the register kernel
-    reads the first two; the lane kernel carries stream and source in its rows)."""
+    reads the first two; the lane kernel carries stream and source in its rows); ``width``:
+    ``V_p`` (:func:`~gsched.costmodel.pallas_decode.ranked_slots`)."""
     n, d = graph.op_mask.shape[0], num_devices
     duration, unit, runtime_bound = fixed_durations(graph, placement, params, d)
     device, source, activation = item_devices(graph, placement, d)
-    slots, k = slot_tables(graph, keys, placement, activation, d, chunk)
+    slots, k = slot_tables(graph, keys, placement, activation, d, chunk, width)
     item = slots.item
     rows = jnp.concatenate([jnp.stack([duration.hi[item], duration.lo[item]], axis=1),
                             successor_columns(slots, chunk)], axis=1)
@@ -95,8 +97,9 @@ def pallas_dynamic_schedule(graph: PaddedGraph, keys: jnp.ndarray, placement: Pl
     Arguments as :func:`~gsched.costmodel.pallas_decode.pallas_schedule`'s; ``state``:
     ``"registers"`` (this module's kernel) or ``"lanes"`` (one chromosome per lane,
     :mod:`gsched.costmodel.pallas_lanes_dynamic`)."""
-    return _dynamic_schedule(graph, keys, placement, params, num_devices, scheduler, chunk,
-                             interpret, num_warps, state)[0]
+    return at_running_width(_dynamic_schedule, graph, keys, placement, params, num_devices,
+                            scheduler=scheduler, chunk=chunk, interpret=interpret,
+                            num_warps=num_warps, state=state)[0]
 
 
 def dynamic_schedule_and_memory(graph: PaddedGraph, keys: jnp.ndarray, placement: Placement,
@@ -108,20 +111,21 @@ def dynamic_schedule_and_memory(graph: PaddedGraph, keys: jnp.ndarray, placement
     SPEC §3's memory as it schedules (decoder ``"pallas_lanes_fused"``): the schedule and its
     :class:`~gsched.costmodel.memory.MemoryProfile`, bit for bit the loop's and
     :func:`~gsched.costmodel.memory.peak_memory`'s."""
-    return _dynamic_schedule(graph, keys, placement, params, num_devices, scheduler, chunk,
-                             interpret, num_warps, "lanes", peaks=True)
+    return at_running_width(_dynamic_schedule, graph, keys, placement, params, num_devices,
+                            scheduler=scheduler, chunk=chunk, interpret=interpret,
+                            num_warps=num_warps, state="lanes", peaks=True)
 
 
 def _dynamic_schedule(graph: PaddedGraph, keys: jnp.ndarray, placement: Placement,
-                      params: CostParams, num_devices: int, scheduler: str, chunk: int,
-                      interpret: bool | None, num_warps: int | None, state: str,
+                      params: CostParams, *, width: int, num_devices: int, scheduler: str,
+                      chunk: int, interpret: bool | None, num_warps: int | None, state: str,
                       peaks: bool = False):
-    """``(schedule, memory profile or None)`` of the event-driven kernel at ``state`` (with
-    ``peaks``, the lane kernel accounting as it schedules)."""
+    """``(schedule, memory profile or None)`` of the event-driven kernel at ``state`` and
+    ``width`` (with ``peaks``, the lane kernel accounting as it schedules)."""
     if scheduler not in ("priority", "fifo"):
         raise ValueError(f"the event-driven kernel runs 'priority' or 'fifo', got {scheduler!r}")
     slots, k, rows, lanes, duration, unit, runtime_bound = dynamic_inputs(
-        graph, keys, placement, params, num_devices, chunk)
+        graph, keys, placement, params, num_devices, chunk, width)
     fifo = scheduler == "fifo"
     table, lane_state = slots.successor, ()
     stream, is_input, source = lanes
