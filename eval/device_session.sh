@@ -44,6 +44,11 @@
 # schedulers the same layout (pallas_lanes with priority / fifo: a heap per stream per lane).
 # Session 22 (no GPU): profile prints each stage's bytes per evaluation by XLA's cost analysis
 # (the CPU's count puts the kernels' prologue at 1.66 MB per chromosome at 500 ops, D = 2).
+# Session 24 (no GPU) compiled the stages for an H100 without one (profile_decode
+# --compile-for eval/gpu_targets/h100.pbtxt: XLA GPU's launches and bytes), unrolled the
+# successor tables' binary searches (4 while loops fewer) and moved the width switch around
+# the prologue (built at the width that runs): pallas_lanes_fused at 500 ops, D = 2, 1.45 →
+# 0.97 MB per chromosome and 90 launches per call by that count; untimed.
 # Next GPU session (the machine stays warm only ~30 s between calls: chain them at once):
 # call 1: "lanes" (the lane kernels checked and timed against the register kernel, ~6–9 min:
 # if one is the fastest, "auto" should pick it, documented with the numbers); call 2:
