@@ -51,11 +51,11 @@ from gsched.costmodel.dynamic import dynamic_init
 from gsched.costmodel.memory import peak_memory
 from gsched.costmodel.pallas_decode import (
     KERNEL_CHUNK,
+    graph_lane_widths,
     lane_width_index,
-    lane_widths,
     pallas_applies,
     ranked_slots,
-    slot_bound,
+    running_items,
     slot_tables,
 )
 from gsched.costmodel.pallas_dynamic import (
@@ -217,16 +217,13 @@ def _target_device(target: str):
 
 
 def _width_index(graph, keys, base: int, num_devices: int) -> int:
-    """Which of the kernels' width branches (:func:`lane_widths`, widest first) a population
-    takes: the narrowest holding its most running items."""
+    """Which of the kernels' width branches (:func:`graph_lane_widths`, widest first) a
+    population takes: the narrowest holding its most running items."""
     def count(g, k):
-        placement = decode_placement(g, k[:base], num_devices)
-        return ranked_slots(g, k[:base], placement, num_devices)[3]
+        return running_items(g, decode_placement(g, k[:base], num_devices))
 
-    n, t, e = (graph.op_mask.shape[0], graph.tensor_mask.shape[0], graph.edge_mask.shape[0])
-    widths = lane_widths(slot_bound(n, t, e, num_devices))
     counts = jax.jit(jax.vmap(count, in_axes=(None, 0)))(graph, keys)
-    return int(lane_width_index(counts, widths))
+    return int(lane_width_index(counts, graph_lane_widths(graph, num_devices)))
 
 
 def compiled_launches(fn, args, device) -> list[Launch]:
@@ -250,6 +247,7 @@ def launch_summary(found: Sequence[Launch], taken: int, population: int) -> str:
             branches.setdefault(x.branch[0], {}).setdefault(x.branch[1], []).append(x)
     run = outside + [x for sizes in branches.values() for x in sizes.get(
         taken, max(sizes.values(), key=lambda b: sum(y.nbytes for y in b)))]
+
     def kb(launched) -> str:
         return f"{sum(x.nbytes for x in launched) / population / 1e3:.1f}"
 

@@ -154,7 +154,7 @@ def ranked_slots(graph: PaddedGraph, keys: jnp.ndarray, placement: Placement,
     if (e + 1) << k > NEVER:
         raise ValueError(f"{vp} item slots and {e} edges overflow the kernel's 31-bit words")
     lane = jnp.arange(vp, dtype=jnp.int32)
-    count = jnp.sum(runs, dtype=jnp.int32)
+    count = running_items(graph, placement)
     real = lane < count
     # The running items by item index, then sorted. Padding lanes get the lowest priority,
     # 0, and come after every real item of that priority (ties by lane = by item index).
@@ -405,6 +405,18 @@ def lane_width_index(count: jnp.ndarray, widths: tuple[int, ...]) -> jnp.ndarray
     return sum((most <= w).astype(jnp.int32) for w in widths[1:])
 
 
+def graph_lane_widths(graph: PaddedGraph, num_devices: int) -> tuple[int, ...]:
+    """:func:`lane_widths` of ``graph``'s bucket: of its :func:`slot_bound`."""
+    n, t, e = graph.op_mask.shape[0], graph.tensor_mask.shape[0], graph.edge_mask.shape[0]
+    return lane_widths(slot_bound(n, t, e, num_devices))
+
+
+def running_items(graph: PaddedGraph, placement: Placement) -> jnp.ndarray:
+    """``[]`` int32: how many items of one chromosome run (real ops, existing transfers)."""
+    return (jnp.sum(graph.op_mask, dtype=jnp.int32)
+            + jnp.sum(placement.transfer_exists, dtype=jnp.int32))
+
+
 def at_running_width(fn, graph: PaddedGraph, keys: jnp.ndarray, placement: Placement,
                      params: CostParams, num_devices: int, **static):
     """``fn(graph, keys, placement, params, width=, num_devices=, **static)`` of one chromosome,
@@ -412,13 +424,11 @@ def at_running_width(fn, graph: PaddedGraph, keys: jnp.ndarray, placement: Place
     of every chromosome in the batch: one ``lax.switch`` on the whole batch, whatever vmaps
     are around the call (:func:`~gsched.core.batching.batch_switch`); ``fn`` returns the same
     shapes at every width (by item, not by slot)."""
-    n, t, e = graph.op_mask.shape[0], graph.tensor_mask.shape[0], graph.edge_mask.shape[0]
-    widths = lane_widths(slot_bound(n, t, e, num_devices))
+    widths = graph_lane_widths(graph, num_devices)
 
     def running(graph, keys, placement, params):
         del keys, params
-        return (jnp.sum(graph.op_mask, dtype=jnp.int32)
-                + jnp.sum(placement.transfer_exists, dtype=jnp.int32))
+        return running_items(graph, placement)
 
     branches = [functools.partial(fn, width=w, num_devices=num_devices, **static)
                 for w in widths]
