@@ -35,6 +35,7 @@ from gsched.costmodel.schedule import decode_placement, item_devices, schedule_i
 from gsched.formats import load_graph
 from gsched.generators import random_computation_graph
 from tests.graphs import SHARED_DIAMOND, assert_identical, chain, diamond, with_inputs
+from tests.grids import diagonal_then_slow
 
 BUCKET = Bucket(32, 64, 64)
 # Transfers, roofline, launch overhead, a capacity some chromosomes exceed, a fusion capacity.
@@ -73,8 +74,8 @@ def compare(padded, keys, d, params=PARAMS, decoder="pallas", **kwargs):
     return got
 
 
-@pytest.mark.parametrize("scheduler", ["list", "priority", "fifo"])
-@pytest.mark.parametrize("d", [1, 2, 3])
+@pytest.mark.parametrize("d, scheduler",
+                         diagonal_then_slow([1, 2, 3], ["list", "priority", "fifo"]))
 def test_matches_the_loop_bit_for_bit(d, scheduler):
     rng = np.random.default_rng(d)
     transfers, feasible = 0, []

@@ -28,6 +28,7 @@ from gsched.costmodel.schedule import decode_placement
 from gsched.generators import random_computation_graph
 from tests import reference_exec as rx
 from tests.graphs import with_inputs
+from tests.grids import diagonal_then_slow, slow_except
 from tests.test_pallas_decode import BUCKET, PARAMS, compare, small_graphs, tie_keys
 from tests.test_exec_model import BUCKET as EXEC_BUCKET
 from tests.test_exec_model import random_case
@@ -40,9 +41,8 @@ def lanes(padded, keys, d, params=PARAMS, decoder="pallas_lanes", **kwargs):
     return compare(padded, keys, d, params, decoder=decoder, **kwargs)
 
 
-@pytest.mark.parametrize("decoder", DECODERS)
-@pytest.mark.parametrize("scheduler", SCHEDULERS)
-@pytest.mark.parametrize("d", [1, 2, 3])
+@pytest.mark.parametrize("d, scheduler, decoder",
+                         diagonal_then_slow([1, 2, 3], SCHEDULERS, DECODERS))
 def test_matches_the_loop_bit_for_bit(d, scheduler, decoder):
     rng = np.random.default_rng(d)
     transfers, feasible = 0, []
@@ -77,7 +77,7 @@ def fan(width: int):
                                                     np.full(width, width + 1)]))
 
 
-@pytest.mark.parametrize("scheduler", SCHEDULERS)
+@pytest.mark.parametrize("scheduler", slow_except(SCHEDULERS, "priority"))
 def test_deep_heaps_of_equal_ready_times(scheduler):
     graph = fan(300)
     bucket = Bucket(302, 301, 600)
@@ -111,8 +111,7 @@ def test_padding_into_a_larger_bucket_changes_nothing():
         assert runs[0] == runs[1]
 
 
-@pytest.mark.parametrize("decoder", DECODERS)
-@pytest.mark.parametrize("scheduler", SCHEDULERS)
+@pytest.mark.parametrize("scheduler, decoder", diagonal_then_slow(SCHEDULERS, DECODERS))
 def test_matches_the_independent_reference(scheduler, decoder):
     # tests/reference_exec.py (SPEC §8 in plain Python), not the loop: durations exact in
     # float32, program inputs, exact key ties in one case, the roofline in another.

@@ -26,6 +26,7 @@ from gsched.costmodel.pallas_memory import row_shape
 from gsched.costmodel.schedule import decode_placement
 from gsched.generators import random_computation_graph
 from tests.graphs import chain, with_inputs
+from tests.grids import diagonal_then_slow, slow_except
 from tests.test_pallas_decode import BUCKET, PARAMS, compare, small_graphs, tie_keys
 
 
@@ -37,8 +38,7 @@ def test_rows_are_about_the_square_root_of_the_lanes_and_at_least_a_warp_wide():
         (1, 16), (1, 32), (2, 32), (16, 32), (32, 32), (32, 64), (128, 256)]
 
 
-@pytest.mark.parametrize("decoder", DECODERS)
-@pytest.mark.parametrize("d", [1, 2, 3])
+@pytest.mark.parametrize("d, decoder", diagonal_then_slow([1, 2, 3], DECODERS))
 def test_matches_the_loop_bit_for_bit(d, decoder):
     rng = np.random.default_rng(d)
     feasible = []
@@ -50,7 +50,7 @@ def test_matches_the_loop_bit_for_bit(d, decoder):
 
 
 @pytest.mark.parametrize("chunk, decoder, scheduler", [
-    *((c, d, "list") for c in (1, 16) for d in DECODERS),
+    *diagonal_then_slow((1, 16), DECODERS, ["list"]),
     (1, "pallas_lanes", "priority"), (1, "pallas_lanes_fused", "fifo")])  # §8.2's lane kernel
 def test_pinned_ops_fusion_and_any_chunk(chunk, decoder, scheduler):
     rng = np.random.default_rng(4)
@@ -66,7 +66,7 @@ def test_pinned_ops_fusion_and_any_chunk(chunk, decoder, scheduler):
     assert (np.asarray(got.fusion)[:, :graph.num_ops] != np.arange(graph.num_ops)).any()
 
 
-@pytest.mark.parametrize("decoder", DECODERS)
+@pytest.mark.parametrize("decoder", slow_except(DECODERS, "pallas_fused", "pallas_lanes_fused"))
 def test_batch_of_graphs_and_padding(decoder):
     rng = np.random.default_rng(5)
     gs = [with_inputs(random_computation_graph(n, rng), rng) for n in (6, 17, 29)]
@@ -81,7 +81,7 @@ def test_batch_of_graphs_and_padding(decoder):
         np.testing.assert_array_equal(getattr(a, field), getattr(b, field), err_msg=field)
 
 
-@pytest.mark.parametrize("decoder", DECODERS)
+@pytest.mark.parametrize("decoder", slow_except(DECODERS, "pallas_fused", "pallas_lanes_fused"))
 def test_a_chain_across_devices_at_full_width(decoder):
     # Every slot of the widest kernel runs: successors in every row, rows emptied in turn.
     n = 32
@@ -93,7 +93,7 @@ def test_a_chain_across_devices_at_full_width(decoder):
     assert (np.asarray(got.num_steps) == 2 * n - 1).all()
 
 
-@pytest.mark.parametrize("decoder", DECODERS)
+@pytest.mark.parametrize("decoder", slow_except(DECODERS, "pallas_fused"))
 def test_rows_wider_than_a_warp(decoder):
     # 500 ops, D = 2: V_p = 2,048 slots, so the kernel runs at 2,048 (32 rows of 64 lanes) or
     # 1,024 lanes (32 rows of 32); the TPU kernel's words are 16 or 8 rows of 128.
