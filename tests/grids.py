@@ -20,7 +20,7 @@ def diagonal_then_slow(*axes):
 
 
 def slow_except(values, *keep):
-    """``values`` as ``pytest.param``s: those in ``keep`` by default, the others marked
-    ``slow``."""
-    return [pytest.param(value, marks=() if value in keep else pytest.mark.slow)
-            for value in values]
+    """``values`` (each a value, or a tuple of a test's values) as ``pytest.param``s: those in
+    ``keep`` by default, the others marked ``slow``."""
+    return [pytest.param(*(value if isinstance(value, tuple) else (value,)),
+                         marks=() if value in keep else pytest.mark.slow) for value in values]

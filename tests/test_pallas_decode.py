@@ -35,7 +35,7 @@ from gsched.costmodel.schedule import decode_placement, item_devices, schedule_i
 from gsched.formats import load_graph
 from gsched.generators import random_computation_graph
 from tests.graphs import SHARED_DIAMOND, assert_identical, chain, diamond, with_inputs
-from tests.grids import diagonal_then_slow
+from tests.grids import diagonal_then_slow, slow_except
 
 BUCKET = Bucket(32, 64, 64)
 # Transfers, roofline, launch overhead, a capacity some chromosomes exceed, a fusion capacity.
@@ -90,7 +90,7 @@ def test_matches_the_loop_bit_for_bit(d, scheduler):
         assert feasible.any() and not feasible.all()  # the capacity bites for some
 
 
-@pytest.mark.parametrize("chunk", [1, 2, 16])
+@pytest.mark.parametrize("chunk", slow_except([1, 2, 16], 16))
 def test_any_chunk_of_successor_entries_matches(chunk):
     """The inner loop's window width (``eval/device_session.sh tune`` sweeps it on a GPU)."""
     rng = np.random.default_rng(40 + chunk)
@@ -114,8 +114,9 @@ def test_pinned_ops_and_fusion():
         assert (roots != np.arange(graph.num_ops)).any()  # some ops fused
 
 
-@pytest.mark.parametrize("scheduler, decoder", [("list", "pallas"), ("fifo", "pallas"),
-                                                ("priority", "pallas_lanes_fused")])
+@pytest.mark.parametrize("scheduler, decoder", slow_except(
+    [("list", "pallas"), ("fifo", "pallas"), ("priority", "pallas_lanes_fused")],
+    ("list", "pallas")))
 def test_batch_of_graphs(scheduler, decoder):
     # Nested vmaps: a two-dimensional grid (graphs × chromosomes); the lane kernels merge them
     # into one batch axis (flat_batch).
@@ -126,7 +127,7 @@ def test_batch_of_graphs(scheduler, decoder):
             decoder=decoder)
 
 
-@pytest.mark.parametrize("scheduler", ["list", "priority"])
+@pytest.mark.parametrize("scheduler", slow_except(["list", "priority"], "list"))
 def test_padding_into_a_larger_bucket_changes_nothing(scheduler):
     rng = np.random.default_rng(6)
     graph = with_inputs(random_computation_graph(24, rng), rng)
@@ -148,9 +149,10 @@ def test_padding_into_a_larger_bucket_changes_nothing(scheduler):
     np.testing.assert_array_equal(np.asarray(a.placement), np.asarray(b.placement)[:, :24])
 
 
-@pytest.mark.parametrize("decoder, schedulers", [("pallas", ("list", "priority")),
-                                                 ("pallas_tpu", ("list",)),
-                                                 ("pallas_lanes", ("list", "fifo"))])
+@pytest.mark.parametrize("decoder, schedulers", slow_except(
+    [("pallas", ("list", "priority")), ("pallas_tpu", ("list",)),
+     ("pallas_lanes", ("list", "fifo"))],
+    ("pallas", ("list", "priority"))))
 def test_compiles_once_per_bucket(decoder, schedulers):
     rng = np.random.default_rng(7)
     fn = evaluate_module._evaluate_decoder

@@ -17,6 +17,7 @@ from gsched.costmodel.evaluate import evaluate_with_decoder
 from gsched.costmodel.pallas_lanes import pack_bits, ready_tree, trailing_zeros, tree_levels
 from gsched.generators import random_computation_graph
 from tests.graphs import assert_identical, chain
+from tests.grids import slow_except
 from tests.test_pallas_decode import BUCKET, PARAMS, tie_keys
 
 
@@ -69,7 +70,7 @@ def test_two_levels_of_the_tree_in_memory():
     assert (np.asarray(got.num_steps) == 2 * n - 1).all()
 
 
-@pytest.mark.parametrize("population", [1, 33, 70])
+@pytest.mark.parametrize("population", slow_except([1, 33, 70], 33))
 def test_populations_that_do_not_fill_a_program(population):
     rng = np.random.default_rng(population)
     graph = random_computation_graph(25, rng)

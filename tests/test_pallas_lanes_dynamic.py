@@ -56,7 +56,8 @@ def test_matches_the_loop_bit_for_bit(d, scheduler, decoder):
     assert feasible.any() and not feasible.all()  # the capacity bites for some
 
 
-@pytest.mark.parametrize("chunk, scheduler", [(1, "fifo"), (16, "priority")])
+@pytest.mark.parametrize("chunk, scheduler", slow_except([(1, "fifo"), (16, "priority")],
+                                                          (16, "priority")))
 def test_any_chunk_of_successor_entries_matches(chunk, scheduler):
     rng = np.random.default_rng(40 + chunk)
     graph = small_graphs(rng)[1]
@@ -77,7 +78,7 @@ def fan(width: int):
                                                     np.full(width, width + 1)]))
 
 
-@pytest.mark.parametrize("scheduler", slow_except(SCHEDULERS, "priority"))
+@pytest.mark.parametrize("scheduler", slow_except(SCHEDULERS))
 def test_deep_heaps_of_equal_ready_times(scheduler):
     graph = fan(300)
     bucket = Bucket(302, 301, 600)
@@ -87,7 +88,7 @@ def test_deep_heaps_of_equal_ready_times(scheduler):
     assert (np.asarray(got.num_steps) > graph.num_ops).all()  # transfers on both devices
 
 
-@pytest.mark.parametrize("population", [1, 33])
+@pytest.mark.parametrize("population", slow_except([1, 33], 33))
 def test_populations_that_do_not_fill_a_program(population):
     rng = np.random.default_rng(population)
     graph = with_inputs(random_computation_graph(25, rng), rng)
@@ -111,7 +112,8 @@ def test_padding_into_a_larger_bucket_changes_nothing():
         assert runs[0] == runs[1]
 
 
-@pytest.mark.parametrize("scheduler, decoder", diagonal_then_slow(SCHEDULERS, DECODERS))
+@pytest.mark.parametrize("scheduler, decoder", slow_except(
+    [(s, d) for s in SCHEDULERS for d in DECODERS], ("fifo", "pallas_lanes_fused")))
 def test_matches_the_independent_reference(scheduler, decoder):
     # tests/reference_exec.py (SPEC §8 in plain Python), not the loop: durations exact in
     # float32, program inputs, exact key ties in one case, the roofline in another.

@@ -51,7 +51,8 @@ def test_matches_the_loop_bit_for_bit(d, decoder):
 
 @pytest.mark.parametrize("chunk, decoder, scheduler", [
     *diagonal_then_slow((1, 16), DECODERS, ["list"]),
-    (1, "pallas_lanes", "priority"), (1, "pallas_lanes_fused", "fifo")])  # §8.2's lane kernel
+    pytest.param(1, "pallas_lanes", "priority", marks=pytest.mark.slow),
+    (1, "pallas_lanes_fused", "fifo")])  # §8.2's lane kernel
 def test_pinned_ops_fusion_and_any_chunk(chunk, decoder, scheduler):
     rng = np.random.default_rng(4)
     graph = with_inputs(random_computation_graph(20, rng), rng)
@@ -66,7 +67,7 @@ def test_pinned_ops_fusion_and_any_chunk(chunk, decoder, scheduler):
     assert (np.asarray(got.fusion)[:, :graph.num_ops] != np.arange(graph.num_ops)).any()
 
 
-@pytest.mark.parametrize("decoder", slow_except(DECODERS, "pallas_fused", "pallas_lanes_fused"))
+@pytest.mark.parametrize("decoder", slow_except(DECODERS, "pallas_lanes_fused"))
 def test_batch_of_graphs_and_padding(decoder):
     rng = np.random.default_rng(5)
     gs = [with_inputs(random_computation_graph(n, rng), rng) for n in (6, 17, 29)]
@@ -93,7 +94,7 @@ def test_a_chain_across_devices_at_full_width(decoder):
     assert (np.asarray(got.num_steps) == 2 * n - 1).all()
 
 
-@pytest.mark.parametrize("decoder", slow_except(DECODERS, "pallas_fused"))
+@pytest.mark.parametrize("decoder", slow_except(DECODERS))
 def test_rows_wider_than_a_warp(decoder):
     # 500 ops, D = 2: V_p = 2,048 slots, so the kernel runs at 2,048 (32 rows of 64 lanes) or
     # 1,024 lanes (32 rows of 32); the TPU kernel's words are 16 or 8 rows of 128.
@@ -108,7 +109,7 @@ def test_rows_wider_than_a_warp(decoder):
 @pytest.mark.parametrize("decoder, state, grid", [
     ("pallas_memory", "memory", 70), ("pallas_fused", "memory", 70), ("pallas_lanes", "lanes", 3),
     ("pallas_lanes_fused", "lanes", 3)])
-@pytest.mark.parametrize("d", [2, 3])
+@pytest.mark.parametrize("d", slow_except([2, 3], 2))
 def test_lowers_for_a_gpu_through_triton_with_one_warp(d, decoder, state, grid):
     rng = np.random.default_rng(8)
     graph = random_computation_graph(20, rng)
