@@ -1,6 +1,6 @@
 """Parameter grids whose full product is too slow for ``make test`` (Pallas' interpreter runs a
-kernel in a minute or so on the 2-core CI machine): a diagonal runs by default and the rest of
-the product is marked slow (``make test-slow`` runs it)."""
+kernel in a minute or so on the 2-core CI machine): a diagonal of a product, or chosen values,
+run by default and the rest is marked slow (``make test-slow`` runs it)."""
 
 from __future__ import annotations
 
