@@ -16,6 +16,7 @@ from gsched.infra.checkpoint import load_checkpoint
 from gsched.policies.go import training
 from gsched.policies.go.checkpoint import load_policy
 from gsched.policies.go.ppo import init_state, make_train_step
+from tests.grids import slow_except
 
 TINY = ["steps=4", "batch_size=2", "checkpoint_every=2", "validate_every=2", "log_every=1",
         "network.gs_layers=1", "network.gs_dim=8", "network.d_model=8", "network.n_head=1",
@@ -92,7 +93,8 @@ def test_the_ppo_iteration_compiles_once_per_bucket(gdp_run):
     assert int(state.step) == 2 and np.isfinite(float(metrics["reward"]))
 
 
-@pytest.mark.parametrize("run_name", ["gdp_run", "go_run"])
+# GO's priority + fusion iteration interpreted takes ~3 min on 2 cores: make test-slow.
+@pytest.mark.parametrize("run_name", slow_except(["gdp_run", "go_run"], "gdp_run"))
 def test_the_ppo_iteration_is_unchanged_by_the_fused_kernels(run_name, request, monkeypatch):
     # On a GPU, "auto" evaluates GDP's fifo and GO's priority (+ fusion) schedules with the
     # fused kernel (gsched.costmodel.pallas_dynamic). Here it runs interpreted inside the whole

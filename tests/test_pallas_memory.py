@@ -13,6 +13,8 @@ tests/test_pallas_lanes.py. The pinned-ops and fusion test also runs the §8.2 l
 
 from __future__ import annotations
 
+import itertools
+
 import jax
 import jax.numpy as jnp
 import numpy as np
@@ -49,10 +51,16 @@ def test_matches_the_loop_bit_for_bit(d, decoder):
         assert np.concatenate(feasible).any() and not np.concatenate(feasible).all()
 
 
-@pytest.mark.parametrize("chunk, decoder, scheduler", [
-    *diagonal_then_slow((1, 16), DECODERS, ["list"]),
-    *slow_except([(1, "pallas_lanes", "priority"), (1, "pallas_lanes_fused", "fifo")],
-                 (1, "pallas_lanes_fused", "fifo"))])  # §8.2's lane kernel
+# Each decoder at its default chunk (KERNEL_CHUNK; the loop at LOOP_CHUNK), and §8.2's lane
+# kernel; chunks 1 and 16 are slow.
+DEFAULT_CHUNK = [(None, decoder, "list") for decoder in DECODERS] + [
+    (None, "pallas_lanes_fused", "fifo")]
+
+
+@pytest.mark.parametrize("chunk, decoder, scheduler", slow_except(
+    [*DEFAULT_CHUNK, *itertools.product((1, 16), DECODERS, ["list"]),
+     (1, "pallas_lanes", "priority"), (1, "pallas_lanes_fused", "fifo")],
+    *DEFAULT_CHUNK))
 def test_pinned_ops_fusion_and_any_chunk(chunk, decoder, scheduler):
     rng = np.random.default_rng(4)
     graph = with_inputs(random_computation_graph(20, rng), rng)
