@@ -17,12 +17,17 @@ install: $(VENV)/.installed
 demo: install
 	$(PYTHON) -m eval.demo
 
-## The test suite (CPU, minutes). Slow tests are marked and skipped here.
+## The test suite (CPU, minutes). Slow tests are marked and skipped here. Modules are spread
+## over TEST_WORKERS processes (pytest-xdist; one per core, at most 4: each holds a few GB of
+## compiled code); a module's tests stay in one process, which shares its fixtures and
+## compilations. TEST_WORKERS=0: all in this process.
+TEST_WORKERS ?= $(shell python3 -c "import os; print(min(4, len(os.sched_getaffinity(0))))")
+XDIST = $(if $(filter-out 0,$(TEST_WORKERS)),-n $(TEST_WORKERS) --dist loadfile)
 test: install
-	$(PYTHON) -m pytest $(PYTEST_FLAGS)
+	$(PYTHON) -m pytest $(XDIST) $(PYTEST_FLAGS)
 
 test-slow: install
-	$(PYTHON) -m pytest $(PYTEST_FLAGS) -m slow
+	$(PYTHON) -m pytest $(XDIST) $(PYTEST_FLAGS) -m slow
 
 ## Train a REGAL runtime policy on built-in synthetic graphs (minutes on a CPU); run dir
 ## runs/regal_runtime_small, best policy exported to runs/regal_runtime_small/policy. ARGS: e.g.
