@@ -49,13 +49,17 @@
 # successor tables' binary searches (4 while loops fewer) and moved the width switch around
 # the prologue (built at the width that runs): pallas_lanes_fused at 500 ops, D = 2, 1.45 →
 # 0.97 MB per chromosome and 90 launches per call by that count; untimed.
+# Session 27 on an H200 (2026-11-28): "lanes" (179 s), then "lanes_dynamic lanes_scaling"
+# (lanes_dynamic's check at D = 1, 2, 4 ran out of 180 s compiling: now D = 2, 240 s); the
+# lane kernel was the fastest list kernel everywhere (1.8–1.9× whole evaluations at 500 ops,
+# 58× at 10,000), so "auto" picks it for the list scheduler (docs/benchmarks.md).
 # Next GPU session (the machine stays warm only ~30 s between calls: chain them at once):
-# call 1: "lanes" (the lane kernels checked and timed against the register kernel, ~6–9 min:
-# if one is the fastest, "auto" should pick it, documented with the numbers); call 2:
-# "lanes_scaling lanes_dynamic check ab" (the same at 2,000 and 10,000 ops; §8.2's lane
-# kernels; identity of every kernel at the current defaults; the kernels against session
-# 13's, BASELINE = a worktree of 9e5fd8d);
-# then "memory regs profile" (whole evaluations of the list kernels at 500 ops, D = 2; the
+# call 1: "lanes_dynamic profile" (§8.2's lane kernels timed against their register kernel;
+# if faster, "auto" should pick them too; the stages of a whole evaluation, where ~3.3 ms of
+# 18.0 ms per 16,384 chromosomes are outside the lane kernel); call 2: "lanes check ab"
+# (on an H100: issue #16's target is an H100's; identity of every kernel at the current
+# defaults; the kernels against session 13's, BASELINE = a worktree of 9e5fd8d);
+# then "memory regs" (whole evaluations of the list kernels at 500 ops, D = 2; the
 # memory kernel against the register one up to 10,000 ops; XLA's registers per kernel; the
 # prologue's rows "slot ranking" / "slot tables" / "kernel inputs"), then "bench", "go_gdp"
 # (GDP's and GO's first compile with the kernels took over 40 s), "tune" (its 2,000-op sweep
@@ -142,7 +146,7 @@ lanes_dynamic() {  # SPEC §8.2's schedulers with one chromosome per lane (palla
   # priority / fifo: a heap per stream per lane; pallas_lanes_fused accounting SPEC §3 inside
   # too; "auto" keeps the register kernel) checked against the loop, then timed against the
   # register kernel, schedule alone, 500 ops, D = 2; "profile" has their whole evaluations
-  step 180 check_lanes_dynamic $PY -m eval.check_decoders --sizes 500 --devices 1,2,4 \
+  step 240 check_lanes_dynamic $PY -m eval.check_decoders --sizes 500 --devices 2 \
     --population 512 --decoders pallas_lanes,pallas_lanes_fused --schedulers priority,fifo \
     || { echo "!!! lanes_dynamic: the kernel failed or differed, timings skipped"; return 1; }
   [ -f "$OUT/benchmarks.md" ] || cp docs/benchmarks.md "$OUT/benchmarks.md"

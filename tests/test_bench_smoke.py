@@ -77,7 +77,7 @@ def test_brkga_bench_quick_run_writes_its_section(tmp_path):
 
 
 def test_the_main_table_names_the_decoder_auto_ran():
-    assert "fused decode kernel" in _auto_decoder_note("gpu")
+    assert "`gsched.costmodel.pallas_lanes`" in _auto_decoder_note("gpu")
     for backend in ("cpu", "tpu"):  # no Pallas kernel there: the dense decodes
         assert "dense one-device decode" in _auto_decoder_note(backend)
 

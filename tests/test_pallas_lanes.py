@@ -2,18 +2,20 @@
 "pallas_lanes") beyond its identity with the loop (tests/test_pallas_memory.py runs those in
 Pallas' interpreter; tests/test_pallas_decode.py checks one compile per bucket): its ready tree
 (levels, packing, lowest set bit) against NumPy, a ready tree of two levels in memory, a
-population that is not a multiple of a program's lanes, and one barrier per step in its
-Triton IR (lowered on the CPU; no GPU here). Its lowering, a program per 32 chromosomes:
+population that is not a multiple of a program's lanes, "auto" on a GPU scheduling the list
+scheduler with it (§8.2's with the register kernel), and one barrier per step in its Triton IR (lowered on the CPU; no GPU here). Its lowering, a program per 32 chromosomes:
 tests/test_pallas_memory.py."""
 
 from __future__ import annotations
 
+import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
 
 from gsched.core.padding import Bucket, pad_graph
-from gsched.costmodel.evaluate import evaluate_with_decoder
+from gsched.costmodel import evaluate as evaluate_module
+from gsched.costmodel.evaluate import evaluate_population, evaluate_with_decoder
 from gsched.costmodel.pallas_lanes import pack_bits, ready_tree, trailing_zeros, tree_levels
 from gsched.generators import random_computation_graph
 from tests.graphs import assert_identical, chain
@@ -79,6 +81,24 @@ def test_populations_that_do_not_fill_a_program(population):
     want, got = (evaluate_with_decoder(padded, keys, PARAMS, num_devices=2, decoder=decoder)
                  for decoder in ("loop", "pallas_lanes"))
     assert_identical(want, got)
+
+
+def test_auto_on_a_gpu_schedules_the_list_scheduler_one_chromosome_per_lane(monkeypatch):
+    # The lane kernel is the fastest list kernel timed on an H200 (docs/benchmarks.md); §8.2's
+    # lane kernels are untimed, so "auto" keeps their register kernel.
+    monkeypatch.setattr(evaluate_module, "pallas_applies", lambda *_: True)
+    monkeypatch.setattr(evaluate_module, "dense_applies", lambda *_, **__: False)  # a GPU's
+    assert evaluate_module._fused_decoder("auto", "list") == "pallas_lanes"
+    assert evaluate_module._fused_decoder("auto", "priority") == "pallas"
+    assert evaluate_module._fused_decoder("loop", "list") is None
+    rng = np.random.default_rng(4)
+    graph = random_computation_graph(12, rng)
+    keys = tie_keys(rng, graph, 3, 2)
+    padded = pad_graph(graph, BUCKET)
+    jax.clear_caches()  # nothing traced before the switch is reused
+    got = evaluate_population(padded, keys, PARAMS, num_devices=2)
+    assert_identical(evaluate_with_decoder(padded, keys, PARAMS, num_devices=2,
+                                           decoder="loop"), got)
 
 
 def test_one_barrier_per_step_in_the_triton_ir():

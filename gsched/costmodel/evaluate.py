@@ -17,15 +17,16 @@ schedulers use their own loop. The static keyword ``fusion``
 turns on SPEC §8.3 (chromosomes ``N`` keys longer; :mod:`gsched.costmodel.fusion` contracts each
 chromosome's graph before scheduling). SPEC §8.1's roofline parameters and §8.3's
 ``fusion_capacity`` are dynamic (``CostParams``) and apply to every scheduler.
-On a GPU every scheduler (any ``D``) runs as one fused Pallas kernel per chromosome:
-:mod:`gsched.costmodel.pallas_decode` for the list scheduler, :mod:`gsched.costmodel.
-pallas_dynamic` for §8.2's (same results bit for bit; ``decoder="pallas"``); the list kernel
-with its lanes in memory (:mod:`gsched.costmodel.pallas_memory`), that kernel with SPEC §3's
-memory accounted inside it (:mod:`gsched.costmodel.pallas_peaks`), the kernels with one
-chromosome per lane (:mod:`gsched.costmodel.pallas_lanes`; §8.2's,
-:mod:`gsched.costmodel.pallas_lanes_dynamic`) and those accounting the memory too only
-when asked for (``decoder="pallas_memory"`` / ``"pallas_fused"`` /
-``"pallas_lanes"`` / ``"pallas_lanes_fused"``) until a GPU has timed them. The list
+On a GPU every scheduler (any ``D``) runs as one fused Pallas kernel (same results bit for
+bit): the list scheduler's with one chromosome per lane (:mod:`gsched.costmodel.pallas_lanes`,
+``decoder="pallas_lanes"``, the fastest on an H200), §8.2's with one chromosome per program
+(:mod:`gsched.costmodel.pallas_dynamic`, ``decoder="pallas"``; the list scheduler's such
+kernel is :mod:`gsched.costmodel.pallas_decode`). The others only when asked for: the list
+kernel with its lanes in memory (``"pallas_memory"``, :mod:`gsched.costmodel.pallas_memory`),
+the kernels with SPEC §3's memory accounted inside them (``"pallas_fused"``,
+``"pallas_lanes_fused"``: :mod:`gsched.costmodel.pallas_peaks`; slower than the walk after
+the kernel on an H200) and §8.2's lane kernels (``"pallas_lanes"`` with ``"priority"`` /
+``"fifo"``, :mod:`gsched.costmodel.pallas_lanes_dynamic`; not yet timed). The list
 scheduler's kernel for TPUs (:mod:`gsched.costmodel.pallas_tpu`, Mosaic, SPEC §3 accounted
 inside) likewise only when asked for (``decoder="pallas_tpu"``): on a TPU "auto" runs the loop.
 """
@@ -173,7 +174,7 @@ def _evaluate(graph: PaddedGraph, pinned, params: CostParams, keys: jnp.ndarray,
     if dense:
         return _evaluate_dense_multi(graph, pinned, params, keys, num_devices, graph_batched,
                                      fusion, base, decode, evaluation)
-    kernel = _fused_decoder(decoder)
+    kernel = _fused_decoder(decoder, scheduler)
     if kernel:  # one fused kernel per chromosome, vmapped into a grid
         chunk = KERNEL_CHUNK if chunk is None else chunk
 
@@ -491,16 +492,20 @@ def _use_dense(bucket, num_devices: int, scheduler: str, decoder: str) -> bool:
         bucket.num_ops, num_devices, scheduler, num_tensors=bucket.num_tensors))
 
 
-def _fused_decoder(decoder: str) -> str | None:
+def _fused_decoder(decoder: str, scheduler: str) -> str | None:
     """The fused kernel's decoder to schedule with, or None for the loops: ``decoder`` if it
-    names one (interpreted on a CPU); for "auto", ``"pallas"`` on a GPU
-    (:mod:`gsched.costmodel.pallas_decode` for the list scheduler,
-    :mod:`gsched.costmodel.pallas_dynamic` for the §8.2 ones; any ``D``; ``pallas_applies``).
-    On a TPU "auto" keeps the loop: ``"pallas_tpu"`` runs one chromosome after another on a
-    core, and no TPU has timed it against the loop yet (docs/design.md)."""
+    names one (interpreted on a CPU); for "auto" on a GPU (any ``D``; ``pallas_applies``),
+    ``"pallas_lanes"`` with the list scheduler (:mod:`gsched.costmodel.pallas_lanes`, one
+    chromosome per lane: 1.6–2.0× the register kernel's evaluations per second at 500 ops on
+    an H200, 58× at 10,000; docs/benchmarks.md) and ``"pallas"`` with §8.2's
+    (:mod:`gsched.costmodel.pallas_dynamic`; their lane kernel is checked on a GPU, not yet
+    timed). On a TPU "auto" keeps the loop: ``"pallas_tpu"`` runs one chromosome after
+    another on a core, and no TPU has timed it against the loop yet (docs/design.md)."""
     if decoder.startswith("pallas"):
         return decoder
-    return "pallas" if decoder == "auto" and pallas_applies() else None
+    if decoder != "auto" or not pallas_applies():
+        return None
+    return "pallas_lanes" if scheduler == "list" else "pallas"
 
 
 @functools.partial(jax.jit, static_argnames=_STATIC + ("decoder", "batch"))

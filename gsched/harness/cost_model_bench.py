@@ -15,9 +15,10 @@ and device counts ``D``, with compile time reported apart from steady-state time
 * the decoders table: on a CPU the list schedule is decoded by :mod:`gsched.costmodel.dense`
   with ``D = 1`` up to ``dense.DENSE_MAX_OPS`` ops and by :mod:`gsched.costmodel.dense_multi`
   with ``D ≥ 2`` up to ``dense.DENSE_MULTI_MAX_OPS`` (what the main table's rows measure
-  there; on a GPU the fused kernel of :mod:`gsched.costmodel.pallas_decode` takes their
-  place, and the event-driven schedulers' loop is timed against their kernel,
-  :mod:`gsched.costmodel.pallas_dynamic`); this table times them next to the loop they replace
+  there; on a GPU the fused kernel with one chromosome per lane,
+  :mod:`gsched.costmodel.pallas_lanes`, takes their place, and the event-driven schedulers'
+  loop is timed against their kernels, :mod:`gsched.costmodel.pallas_dynamic` and
+  :mod:`gsched.costmodel.pallas_lanes_dynamic`); this table times them next to the loop they replace
   (``evaluate_with_decoder``), unsharded and with one shard per device, the calls of each size
   and ``D`` interleaved so that all see the same machine load (``--decoder-sizes``,
   ``--decoder-devices``, ``--decoder-population``; by default at the benchmarked sizes among
@@ -385,7 +386,8 @@ def render(results: dict[Config, Result], main: list[Config], batch: Config | No
                      "and the TPU kernel (`pallas_tpu`, `gsched.costmodel.pallas_tpu`) on a "
                      "TPU; on a GPU the event-driven "
                      "schedulers' loop (`gsched.costmodel.dynamic`, roofline on) is also timed "
-                     "against their fused kernel (`gsched.costmodel.pallas_dynamic`), through "
+                     "against their fused kernels (`pallas`: `gsched.costmodel.pallas_dynamic`; "
+                     "`pallas_lanes`: `gsched.costmodel.pallas_lanes_dynamic`), through "
                      "`evaluate_with_decoder`, "
                      f"unsharded and sharded over the {len(jax.devices())} host device(s); same "
                      "graphs, keys and parameters as the main table, results checked identical. "
@@ -465,8 +467,9 @@ def _plain_row(results, main, config: Config) -> Result | None:
 def _auto_decoder_note(backend: str) -> str:
     """Which decoder ``"auto"`` ran the main table's list-scheduler rows with on ``backend``."""
     if pallas_applies(backend):
-        return ("Every row uses the fused decode kernel (`gsched.costmodel.pallas_decode`, "
-                "Triton); the loop it replaces is timed in the decoders table.")
+        return ("Every row uses the fused list kernel with one chromosome per lane "
+                "(`gsched.costmodel.pallas_lanes`, Triton); the loop it replaces is timed in "
+                "the decoders table.")
     return (f"D = 1 rows up to {DENSE_MAX_OPS:,} ops (bucket) use the dense one-device decode "
             f"(`gsched.costmodel.dense`), D ≥ 2 rows up to {DENSE_MULTI_MAX_OPS:,} ops the "
             "dense multi-device one (`gsched.costmodel.dense_multi`); the loop they replace is "
@@ -616,7 +619,7 @@ def main(argv: Sequence[str] | None = None) -> dict[Config, Result]:
     if backend == "gpu":  # the event-driven schedulers' loop against their kernel
         decoder_groups += [
             [Config(n, d, args.decoder_population, decoder=decoder, scheduler=s, roofline=True)
-             for decoder in ("loop", "pallas")]
+             for decoder in ("loop", "pallas", "pallas_lanes")]
             for n in args.decoder_sizes for d in args.decoder_devices
             for s in args.schedulers if s != "list"]
 
