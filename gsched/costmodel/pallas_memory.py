@@ -29,8 +29,9 @@ same step. Per step that is ``O(R + L + Q_i·R)`` vector work instead of ``O(V_p
 of ``[R]``: one warp per program by default, and the SM's limit of 32 blocks, not registers,
 bounds the programs in flight. Steps wait on memory (the row, then the successors' words)
 instead of on wide vector work; which is faster on a given GPU is measured, not assumed
-(``eval.tune_kernel --states registers,memory``); the "auto" decoder keeps the register
-kernel until then.
+(``eval.tune_kernel --states registers,memory``): on an H200 (2026-11-28, whole evaluations at
+500 ops, ``D = 2``) it is slightly slower than the register kernel and both are beaten by
+:mod:`gsched.costmodel.pallas_lanes`, so "auto" never picks it.
 """
 
 from __future__ import annotations
