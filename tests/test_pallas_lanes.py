@@ -3,7 +3,8 @@
 Pallas' interpreter; tests/test_pallas_decode.py checks one compile per bucket): its ready tree
 (levels, packing, lowest set bit) against NumPy, a ready tree of two levels in memory, a
 population that is not a multiple of a program's lanes, "auto" on a GPU scheduling the list
-scheduler with it (§8.2's with the register kernel), and one barrier per step in its Triton IR (lowered on the CPU; no GPU here). Its lowering, a program per 32 chromosomes:
+scheduler with it (§8.2's with the register kernel), and one barrier per step in its Triton
+IR (lowered on the CPU; no GPU here). Its lowering, a program per 32 chromosomes:
 tests/test_pallas_memory.py."""
 
 from __future__ import annotations
