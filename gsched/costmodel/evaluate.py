@@ -496,7 +496,7 @@ def _fused_decoder(decoder: str, scheduler: str) -> str | None:
     """The fused kernel's decoder to schedule with, or None for the loops: ``decoder`` if it
     names one (interpreted on a CPU); for "auto" on a GPU (any ``D``; ``pallas_applies``),
     ``"pallas_lanes"`` with the list scheduler (:mod:`gsched.costmodel.pallas_lanes`, one
-    chromosome per lane: 1.6–2.0× the register kernel's evaluations per second at 500 ops on
+    chromosome per lane: 1.8–2.1× the register kernel's evaluations per second at 500 ops on
     an H200, 58× at 10,000; docs/benchmarks.md) and ``"pallas"`` with §8.2's
     (:mod:`gsched.costmodel.pallas_dynamic`; their lane kernel is checked on a GPU, not yet
     timed). On a TPU "auto" keeps the loop: ``"pallas_tpu"`` runs one chromosome after

@@ -18,9 +18,9 @@ and device counts ``D``, with compile time reported apart from steady-state time
   there; on a GPU the fused kernel with one chromosome per lane,
   :mod:`gsched.costmodel.pallas_lanes`, takes their place, and the event-driven schedulers'
   loop is timed against their kernels, :mod:`gsched.costmodel.pallas_dynamic` and
-  :mod:`gsched.costmodel.pallas_lanes_dynamic`); this table times them next to the loop they replace
-  (``evaluate_with_decoder``), unsharded and with one shard per device, the calls of each size
-  and ``D`` interleaved so that all see the same machine load (``--decoder-sizes``,
+  :mod:`gsched.costmodel.pallas_lanes_dynamic`); this table times them next to the loop they
+  replace (``evaluate_with_decoder``), unsharded and with one shard per device, the calls of
+  each size and ``D`` interleaved so that all see the same machine load (``--decoder-sizes``,
   ``--decoder-devices``, ``--decoder-population``; by default at the benchmarked sizes among
   500 and 2,000 ops, ``D = 1, 2``, ``P = 512``);
 * the schedulers table: SPEC §8.2's event-driven ``priority`` / ``fifo`` schedulers next to
