@@ -1,12 +1,14 @@
 """Smoke test of the benchmarks (``python -m eval.bench_cost_model`` / ``eval.bench_brkga``): a tiny
 run writes its Markdown section, and a re-run replaces that section without touching the
 others (``gsched.harness.benchmarks.write_section``); the accelerator-session tools
-(``eval.check_decoders``, ``eval.profile_decode``, ``eval.tune_kernel``) run and report."""
+(``eval.check_decoders``, ``eval.profile_decode``, ``eval.tune_kernel``) run and report, and
+the lines ``eval/device_session.sh`` edits when a kernel fails its check are still there."""
 
 from __future__ import annotations
 
 import re
 from collections import namedtuple
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -74,6 +76,17 @@ def test_brkga_bench_quick_run_writes_its_section(tmp_path):
     assert [r["num_ops"] for r in rows] == [30] and rows[0]["per_graph_s"] > 0
     text = output.read_text()
     assert "## BRKGA 300-evaluation wall time" in text and "| 30 | 32/" in text
+
+
+def test_the_lines_the_device_session_edits_on_a_failed_check_exist():
+    # A failed kernel check on a GPU sends "auto" back to a slower decoder by editing one line
+    # in place (sed); if that line changed, the edit would silently do nothing.
+    root = Path(__file__).resolve().parents[1]
+    script = (root / "eval" / "device_session.sh").read_text()
+    edits = re.findall(r"sed -i 's/\^(.*?)\$/.*?/' \\?\s*(\S+)", script)
+    assert len(edits) == 2
+    for line, path in edits:
+        assert (root / path).read_text().splitlines().count(line) == 1, (path, line)
 
 
 def test_the_main_table_names_the_decoder_auto_ran():
