@@ -8,10 +8,10 @@ growing prefixes: the running items ranked (``ranked_slots``), + the firing succ
 compacted (``slot_tables``), + durations and the kernel's rows (``list_inputs`` /
 ``dynamic_inputs``), and for the list scheduler those + the accounting inputs of the kernel
 that keeps SPEC §3's memory itself (``pallas_peaks.peak_tables``), and the placement + the
-vmapped SPEC §3 walk the other decoders run after their schedule, alone (on every item in
-index order: its work does not depend on the order); on a GPU, the kernel inputs
-and the fused kernel with its result conversion (the register kernel, then the kernel with
-one chromosome per lane), and the whole ``pallas_lanes_fused`` (and for the list scheduler
+vmapped SPEC §3 walk the other decoders run after their schedule, alone (over the kernels'
+``V_p`` steps, items in index order: its work does not depend on the order); on a GPU, the
+kernel inputs and the fused kernel with its result conversion (the register kernel, then the
+kernel with one chromosome per lane), and the whole ``pallas_lanes_fused`` (and for the list scheduler
 ``pallas_fused``) schedule and memory; and the whole ``evaluate_population`` (+ SPEC §3's
 memory walk; on a CPU with the loop or dense decoders). Differences to the first row are the
 set-ups' costs, to the kernel's row the memory walk's. Beside each time, the bytes per
@@ -160,10 +160,12 @@ def stages(num_devices: int, chunk: int | None, base: int, scheduler: str = "lis
 
     def walk(g, keys, prm):  # the order's values do not change the walk's work
         v = g.op_mask.shape[0] + g.tensor_mask.shape[0] * num_devices
+        vp = graph_lane_widths(g, num_devices)[0]  # the kernels' bound on the steps
         every = jnp.arange(v, dtype=jnp.int32)
-        schedule = Schedule(every, every, jnp.int32(v), jnp.float32(0), jnp.float32(0))
+        schedule = Schedule(every, every % vp, jnp.int32(vp), jnp.float32(0), jnp.float32(0))
         return jax.vmap(lambda k: peak_memory(g, decode_placement(g, k[:base], num_devices),
-                                              schedule, prm.capacity, num_devices))(keys)
+                                              schedule, prm.capacity, num_devices,
+                                              max_steps=vp))(keys)
 
     def fused(state):
         def fn(g, keys, prm):

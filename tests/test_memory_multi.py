@@ -2,7 +2,8 @@
 multi_device_peak_memory) against ``jax.vmap(peak_memory)``: every MemoryProfile field bit for
 bit with D = 2, 3, 4 on random and layered graphs with program inputs, control edges and
 multi-output ops, a capacity some chromosomes exceed, populations that fill no whole block,
-shorter step arrays, padding to a larger bucket and a batch of different graphs."""
+shorter step arrays (and ``peak_memory``'s walk over fewer steps, ``max_steps``), padding
+to a larger bucket and a batch of different graphs."""
 
 from __future__ import annotations
 
@@ -15,6 +16,7 @@ import pytest
 
 from gsched.core.padding import Bucket, batch_graphs, bucket_for, pad_graph, pad_keys
 from gsched.costmodel.memory import multi_device_peak_memory, peak_memory
+from gsched.costmodel.pallas_decode import slot_bound
 from gsched.costmodel.schedule import (
     decode_placement,
     schedule_init,
@@ -41,10 +43,10 @@ def decoded(graph, keys, *, num_devices):
     return jax.vmap(one)(keys)
 
 
-@functools.partial(jax.jit, static_argnames="num_devices")
-def vmapped(graph, placement, schedule, *, num_devices):
-    return jax.vmap(lambda p, s: peak_memory(graph, p, s, PARAMS.capacity, num_devices))(
-        placement, schedule)
+@functools.partial(jax.jit, static_argnames=("num_devices", "max_steps"))
+def vmapped(graph, placement, schedule, *, num_devices, max_steps=None):
+    return jax.vmap(lambda p, s: peak_memory(graph, p, s, PARAMS.capacity, num_devices,
+                                             max_steps))(placement, schedule)
 
 
 explicit = jax.jit(multi_device_peak_memory)
@@ -65,6 +67,12 @@ def test_matches_vmapped_peak_memory_bit_for_bit(num_devices):
         steps = BUCKET.num_ops + BUCKET.num_tensors * (num_devices - 1)
         assert (np.asarray(schedule.order)[:, steps:] == -1).all()
         assert_identical(want, explicit(padded, placement, schedule.order[:, :steps], capacity))
+        # The walk over fewer steps: the fused kernels' V_p slots (< V here), the longest.
+        vp = slot_bound(BUCKET.num_ops, BUCKET.num_tensors, BUCKET.num_edges, num_devices)
+        assert vp < schedule.order.shape[1]
+        for bound in (vp, int(np.max(schedule.num_steps))):
+            assert_identical(want, vmapped(padded, placement, schedule, num_devices=num_devices,
+                                           max_steps=bound))
         one = jax.tree.map(lambda x: x[3:4], (placement, schedule.order))
         assert_identical(jax.tree.map(lambda x: x[3:4], want), explicit(padded, *one, capacity))
         feasible.append(np.asarray(want.feasible))

@@ -61,7 +61,7 @@ from gsched.costmodel.memory import (
     peak_memory,
     single_device_peak_memory,
 )
-from gsched.costmodel.pallas_decode import KERNEL_CHUNK, pallas_applies
+from gsched.costmodel.pallas_decode import KERNEL_CHUNK, graph_lane_widths, pallas_applies
 from gsched.costmodel.pallas_dynamic import fused_schedule, fused_schedule_and_memory
 from gsched.costmodel.params import (
     OBJECTIVES,
@@ -189,7 +189,9 @@ def _evaluate(graph: PaddedGraph, pinned, params: CostParams, keys: jnp.ndarray,
             schedule, start, end = fused_schedule(
                 program, k[:base], placement, prm, num_devices, scheduler, chunk,
                 state=KERNEL_STATE[kernel])
-            memory = peak_memory(program, placement, schedule, prm.capacity, num_devices)
+            # The kernels' widest width, V_p slots, bounds the steps (V_p ≤ V: a shorter walk)
+            memory = peak_memory(program, placement, schedule, prm.capacity, num_devices,
+                                 max_steps=graph_lane_widths(program, num_devices)[0])
             return evaluation(g, placement, root, schedule, memory, start, end)
 
         return _lift(fused, graph_batched)(graph, pinned, params, keys)

@@ -59,15 +59,19 @@ def item_allocations(graph: PaddedGraph, size: fp.Fixed, num_devices: int) -> jn
 
 
 def peak_memory(graph: PaddedGraph, placement: Placement, schedule: Schedule,
-                capacity: jnp.ndarray, num_devices: int) -> MemoryProfile:
-    """Peak memory per device of ``schedule`` (one chromosome, no batch axis)."""
+                capacity: jnp.ndarray, num_devices: int,
+                max_steps: int | None = None) -> MemoryProfile:
+    """Peak memory per device of ``schedule`` (one chromosome, no batch axis). ``max_steps``
+    (static): a bound on its steps known to the caller (a fused kernel's ``V_p`` slots), so
+    the walk spans that many steps instead of ``V``; every item's step must be below it."""
     n, t, d = graph.op_mask.shape[0], graph.tensor_mask.shape[0], num_devices
-    steps = schedule.order.shape[0]
+    steps = schedule.order.shape[0] if max_steps is None else min(max_steps,
+                                                                  schedule.order.shape[0])
     device = placement.device
     resident, start, free = _intervals(graph, placement, schedule.position)
     unit, size, temp = memory_units(graph)
 
-    order = schedule.order
+    order = schedule.order[:steps]
     scheduled = order >= 0
     step_op = jnp.where(scheduled & (order < n), order, n)
     step_device = jnp.where(order < n, device[jnp.minimum(order, n - 1)],
