@@ -1,23 +1,23 @@
 """Where an evaluation's time goes, stage by stage, for the decoder the backend uses.
 
-Times prefixes of one population's evaluation (each its own jitted function, so XLA cannot drop
-the work: every prefix returns what it computed): the placement decode; the placement and the
-loop decoder's set-up (``schedule_init``, or ``dynamic_init`` for SPEC §8.2's schedulers: ranks
-of all items, durations, CSR tables); the placement and the fused kernels' inputs, in three
-growing prefixes: the running items ranked (``ranked_slots``), + the firing successor entries
-compacted (``slot_tables``), + durations and the kernel's rows (``list_inputs`` /
-``dynamic_inputs``), and for the list scheduler those + the accounting inputs of the kernel
-that keeps SPEC §3's memory itself (``pallas_peaks.peak_tables``), and the placement + the
-vmapped SPEC §3 walk the other decoders run after their schedule, alone (over the kernels'
-``V_p`` steps, items in index order: its work does not depend on the order); on a GPU, the
-kernel inputs and the fused kernel with its result conversion (the register kernel, then the
-kernel with one chromosome per lane), and the whole ``pallas_lanes_fused`` (and for the list scheduler
-``pallas_fused``) schedule and memory; and the whole ``evaluate_population`` (+ SPEC §3's
-memory walk; on a CPU with the loop or dense decoders). Differences to the first row are the
-set-ups' costs, to the kernel's row the memory walk's. Beside each time, the bytes per
-evaluation that XLA's cost analysis of the compiled prefix counts (its fusions' operands and
-results, on this backend's fusion decisions; a Pallas kernel's own traffic is not counted):
-with a GPU's memory bandwidth, a floor on the plain-JAX stages' time that needs no GPU::
+Times prefixes of one population's evaluation (each its own jitted function, so XLA cannot drop the
+work: every prefix returns what it computed): the placement decode; the placement and the loop
+decoder's set-up (``schedule_init``, or ``dynamic_init`` for SPEC §8.2's schedulers: ranks of all
+items, durations, CSR tables); the placement and the fused kernels' inputs, in three growing
+prefixes: the running items ranked (``ranked_slots``), + the firing successor entries compacted
+(``slot_tables``), + durations and the kernel's rows (``list_inputs`` / ``dynamic_inputs``), and for
+the list scheduler those + the accounting inputs of the kernel that keeps SPEC §3's memory itself
+(``pallas_peaks.peak_tables``), and the placement + the vmapped SPEC §3 walk the other decoders run
+after their schedule, alone (over the kernels' ``V_p`` steps, items in index order: its work does
+not depend on the order); on a GPU, the kernel inputs and the fused kernel with its result
+conversion (the register kernel, then the kernel with one chromosome per lane), and the whole
+``pallas_lanes_fused`` (and for the list scheduler ``pallas_fused``) schedule and memory; and the
+whole ``evaluate_population`` (+ SPEC §3's memory walk; on a CPU with the loop or dense decoders).
+Differences to the first row are the set-ups' costs, to the kernel's row the memory walk's. Beside
+each time, the bytes per evaluation that XLA's cost analysis of the compiled prefix counts (its
+fusions' operands and results, on this backend's fusion decisions; a Pallas kernel's own traffic is
+not counted): with a GPU's memory bandwidth, a floor on the plain-JAX stages' time that needs no
+GPU::
 
     python -m eval.profile_decode --sizes 500 --devices 1,2 --population 16384
     python -m eval.profile_decode --sizes 500 --devices 2 --scheduler priority
