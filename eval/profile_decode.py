@@ -8,16 +8,17 @@ prefixes: the running items ranked (``ranked_slots``), + the firing successor en
 (``slot_tables``), + durations and the kernel's rows (``list_inputs`` / ``dynamic_inputs``), and for
 the list scheduler those + the accounting inputs of the kernel that keeps SPEC §3's memory itself
 (``pallas_peaks.peak_tables``), and the placement + the vmapped SPEC §3 walk the other decoders run
-after their schedule, alone (over the kernels' ``V_p`` steps, items in index order: its work does
-not depend on the order); on a GPU, the kernel inputs and the fused kernel with its result
-conversion (the register kernel, then the kernel with one chromosome per lane), and the whole
-``pallas_lanes_fused`` (and for the list scheduler ``pallas_fused``) schedule and memory; and the
-whole ``evaluate_population`` (+ SPEC §3's memory walk; on a CPU with the loop or dense decoders).
-Differences to the first row are the set-ups' costs, to the kernel's row the memory walk's. Beside
-each time, the bytes per evaluation that XLA's cost analysis of the compiled prefix counts (its
-fusions' operands and results, on this backend's fusion decisions; a Pallas kernel's own traffic is
-not counted): with a GPU's memory bandwidth, a floor on the plain-JAX stages' time that needs no
-GPU::
+after their schedule, alone (over the steps of the kernels' width that runs, as the fused decoders
+walk; items in index order: its work does not depend on the order); on a GPU, the kernel inputs and
+the fused kernel with its result conversion (the register kernel, then the kernel with one
+chromosome per lane, then that + the walk inside its branch of the width switch, as
+``evaluate_population`` runs it on a GPU), and the whole ``pallas_lanes_fused`` (and for the list
+scheduler ``pallas_fused``) schedule and memory; and the whole ``evaluate_population`` (+ SPEC §3's
+memory walk; on a CPU with the loop or dense decoders). Differences to the first row are the
+set-ups' costs, to the kernel's row the memory walk's. Beside each time, the bytes per evaluation
+that XLA's cost analysis of the compiled prefix counts (its fusions' operands and results, on this
+backend's fusion decisions; a Pallas kernel's own traffic is not counted): with a GPU's memory
+bandwidth, a floor on the plain-JAX stages' time that needs no GPU::
 
     python -m eval.profile_decode --sizes 500 --devices 1,2 --population 16384
     python -m eval.profile_decode --sizes 500 --devices 2 --scheduler priority
@@ -105,10 +106,13 @@ def _bytes_accessed(compiled) -> float:
 
 
 def stages(num_devices: int, chunk: int | None, base: int, scheduler: str = "list",
-           kernels: bool = False, interpret: bool | None = None, whole: bool = True):
+           kernels: bool = False, interpret: bool | None = None, whole: bool = True,
+           width: int = 0):
     """The prefixes (module docstring), each ``(graph, keys, params) -> arrays``; ``base``: the
     SPEC §2 part of a padded chromosome; ``kernels``: with the fused kernels' rows (run with
-    ``interpret``); ``whole``: with the whole ``evaluate_population``."""
+    ``interpret``); ``whole``: with the whole ``evaluate_population``; ``width``: the index
+    of the kernels' width the population runs at (:func:`graph_lane_widths`, widest first),
+    whose steps the memory walk spans."""
     init_tables = schedule_init if scheduler == "list" else dynamic_init
     kernel_chunk = KERNEL_CHUNK if chunk is None else chunk
 
@@ -160,20 +164,20 @@ def stages(num_devices: int, chunk: int | None, base: int, scheduler: str = "lis
 
     def walk(g, keys, prm):  # the order's values do not change the walk's work
         v = g.op_mask.shape[0] + g.tensor_mask.shape[0] * num_devices
-        vp = graph_lane_widths(g, num_devices)[0]  # the kernels' bound on the steps
+        vp = graph_lane_widths(g, num_devices)[width]  # the kernels' bound on the steps
         every = jnp.arange(v, dtype=jnp.int32)
         schedule = Schedule(every, every % vp, jnp.int32(vp), jnp.float32(0), jnp.float32(0))
         return jax.vmap(lambda k: peak_memory(g, decode_placement(g, k[:base], num_devices),
                                               schedule, prm.capacity, num_devices,
                                               max_steps=vp))(keys)
 
-    def fused(state):
+    def fused(state, walk=False):
         def fn(g, keys, prm):
             def one(k):
                 placement = decode_placement(g, k[:base], num_devices)
                 return fused_schedule_and_memory(g, k[:base], placement, prm, num_devices,
                                                  scheduler, kernel_chunk, interpret,
-                                                 state=state)
+                                                 state=state, walk=walk)
             return jax.vmap(one)(keys)
         return fn
 
@@ -189,7 +193,8 @@ def stages(num_devices: int, chunk: int | None, base: int, scheduler: str = "lis
                  ("placement + memory walk alone", walk)]
     if kernels:
         rows += [("kernel inputs + kernel and result", schedule("registers")),
-                 ("kernel inputs + lane kernel and result", schedule("lanes"))]
+                 ("kernel inputs + lane kernel and result", schedule("lanes")),
+                 ("+ memory walk in the kernel's branch", fused("lanes", walk=True))]
         if scheduler == "list":
             rows.append(("peak tables + kernel with memory (fused)", fused("memory")))
         rows.append(("peak tables + lane kernel with memory", fused("lanes")))
@@ -292,10 +297,10 @@ def main(argv: Sequence[str] | None = None) -> None:
                                                    np.float32), graph, bucket, d))
             prm = jax.tree.map(jnp.asarray, PARAMS)
             base = bucket.chromosome_length(d)
-            rows = stages(d, args.chunk, base, args.scheduler,
-                          kernels=on_gpu or pallas_applies(),
-                          interpret=False if on_gpu else None, whole=not on_gpu)
-            taken = _width_index(padded, keys, base, d) if device is not None else 0
+            kernels = on_gpu or pallas_applies()
+            taken = _width_index(padded, keys, base, d)
+            rows = stages(d, args.chunk, base, args.scheduler, kernels=kernels,
+                          interpret=False if on_gpu else None, whole=not on_gpu, width=taken)
             for name, fn in rows:
                 if device is not None:
                     found = compiled_launches(fn, (padded, keys, prm), device)

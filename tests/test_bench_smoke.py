@@ -139,14 +139,17 @@ def test_profile_decode_times_every_stage(capsys):
 
 
 def test_profile_decode_kernel_rows_run(capsys, monkeypatch):
-    # The rows a GPU adds (each kernel's schedule; the list kernels with SPEC §3 inside), run
-    # here in Pallas' interpreter: their times mean nothing, their programs run.
+    # The rows a GPU adds (each kernel's schedule; the lane kernel with SPEC §3's walk in its
+    # branch; the list kernels with SPEC §3 inside), run here in Pallas' interpreter: their
+    # times mean nothing, their programs run.
     monkeypatch.setattr(profile_decode, "pallas_applies", lambda: True)
     for scheduler, rows in (("list", ("kernel inputs + kernel and result",
                                       "kernel inputs + lane kernel and result",
+                                      "+ memory walk in the kernel's branch",
                                       "peak tables + kernel with memory (fused)",
                                       "peak tables + lane kernel with memory")),
                             ("priority", ("kernel inputs + lane kernel and result",
+                                          "+ memory walk in the kernel's branch",
                                           "peak tables + lane kernel with memory"))):
         profile_decode.main(["--sizes", "12", "--devices", "1", "--population", "3",
                              "--repeats", "1", "--scheduler", scheduler])

@@ -184,3 +184,17 @@ def test_only_the_lane_kernel_accounts_memory_for_the_event_driven_schedulers(st
     with pytest.raises(ValueError, match=f"only the 'lanes' kernel accounts memory for "
                                          f"'priority', not the '{state}' kernel"):
         fused_schedule_and_memory(padded, keys, placement, PARAMS, 1, "priority", state=state)
+
+
+def test_the_walk_after_the_kernel_needs_an_event_driven_kernel():
+    # walk=True: any kernel that schedules priority / fifo, then SPEC §3's walk in its branch;
+    # the list scheduler's kernel with its lanes in memory schedules no event-driven order.
+    graph = random_computation_graph(12, 0)
+    padded = pad_graph(graph, BUCKET)
+    keys = jnp.asarray(pad_keys(np.full(graph.chromosome_length(1), 0.5, np.float32), graph,
+                                BUCKET, 1))
+    placement = decode_placement(padded, keys, 1)
+    with pytest.raises(ValueError, match="the 'memory' kernel runs the list scheduler only, "
+                                         "not 'priority'"):
+        fused_schedule_and_memory(padded, keys, placement, PARAMS, 1, "priority",
+                                  state="memory", walk=True)

@@ -61,8 +61,8 @@ from gsched.costmodel.memory import (
     peak_memory,
     single_device_peak_memory,
 )
-from gsched.costmodel.pallas_decode import KERNEL_CHUNK, graph_lane_widths, pallas_applies
-from gsched.costmodel.pallas_dynamic import fused_schedule, fused_schedule_and_memory
+from gsched.costmodel.pallas_decode import KERNEL_CHUNK, pallas_applies
+from gsched.costmodel.pallas_dynamic import fused_schedule_and_memory
 from gsched.costmodel.params import (
     OBJECTIVES,
     CostParams,
@@ -181,17 +181,11 @@ def _evaluate(graph: PaddedGraph, pinned, params: CostParams, keys: jnp.ndarray,
         def fused(g, pin, prm, k):
             k = jnp.asarray(k, jnp.float32)
             placement, program, root = decode(g, pin, prm, k)
-            if kernel in ACCOUNTING_STATE:  # the memory accounted in the kernel
-                (schedule, start, end), memory = fused_schedule_and_memory(
-                    program, k[:base], placement, prm, num_devices, scheduler, chunk,
-                    state=ACCOUNTING_STATE[kernel])
-                return evaluation(g, placement, root, schedule, memory, start, end)
-            schedule, start, end = fused_schedule(
+            # SPEC §3 accounted in the kernel, or walked after it inside its width's branch
+            walk = kernel not in ACCOUNTING_STATE
+            (schedule, start, end), memory = fused_schedule_and_memory(
                 program, k[:base], placement, prm, num_devices, scheduler, chunk,
-                state=KERNEL_STATE[kernel])
-            # The kernels' widest width, V_p slots, bounds the steps (V_p ≤ V: a shorter walk)
-            memory = peak_memory(program, placement, schedule, prm.capacity, num_devices,
-                                 max_steps=graph_lane_widths(program, num_devices)[0])
+                state=KERNEL_STATE[kernel] if walk else ACCOUNTING_STATE[kernel], walk=walk)
             return evaluation(g, placement, root, schedule, memory, start, end)
 
         return _lift(fused, graph_batched)(graph, pinned, params, keys)
@@ -472,7 +466,7 @@ DECODERS = ("auto", "dense", "loop", "pallas", "pallas_memory", "pallas_lanes", 
 # they need scheduler="list"
 LIST_ONLY_DECODERS = ("dense", "pallas_memory", "pallas_fused", "pallas_tpu")
 KERNEL_STATE = {"pallas": "registers", "pallas_memory": "memory",
-                "pallas_lanes": "lanes"}  # then peak_memory
+                "pallas_lanes": "lanes"}  # then SPEC §3 walked (peak_memory)
 ACCOUNTING_STATE = {"pallas_fused": "memory", "pallas_lanes_fused": "lanes",
                     "pallas_tpu": "tpu"}  # SPEC §3 in the kernel
 # What replaces the loop on each backend (the CPU's otherwise), checked and timed against it:

@@ -62,7 +62,7 @@ def peak_memory(graph: PaddedGraph, placement: Placement, schedule: Schedule,
                 capacity: jnp.ndarray, num_devices: int,
                 max_steps: int | None = None) -> MemoryProfile:
     """Peak memory per device of ``schedule`` (one chromosome, no batch axis). ``max_steps``
-    (static): a bound on its steps known to the caller (a fused kernel's ``V_p`` slots), so
+    (static): a bound on its steps known to the caller (a fused kernel's width), so
     the walk spans that many steps instead of ``V``; every item's step must be below it."""
     n, t, d = graph.op_mask.shape[0], graph.tensor_mask.shape[0], num_devices
     steps = schedule.order.shape[0] if max_steps is None else min(max_steps,

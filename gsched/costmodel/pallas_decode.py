@@ -65,7 +65,7 @@ from gsched.core.batching import batch_switch, flat_batch
 from gsched.core.padding import PaddedGraph
 from gsched.costmodel.pallas_lexmin import lexmin
 from gsched.costmodel.pallas_lexmin import lowers as lexmin_lowers
-from gsched.costmodel.memory import MemoryProfile, memory_profile
+from gsched.costmodel.memory import MemoryProfile, memory_profile, peak_memory
 from gsched.costmodel.pallas_lanes import (
     ChromosomePerLane,
     lanes_list_kernel,
@@ -290,21 +290,44 @@ def pallas_schedule(graph: PaddedGraph, keys: jnp.ndarray, placement: Placement,
 def pallas_schedule_and_memory(graph: PaddedGraph, keys: jnp.ndarray, placement: Placement,
                                params: CostParams, num_devices: int, chunk: int = KERNEL_CHUNK,
                                interpret: bool | None = None, num_warps: int | None = None,
-                               state: str = "memory") -> tuple[Schedule, MemoryProfile]:
-    """:func:`pallas_schedule` with the kernel also accounting SPEC §3's memory as it
-    schedules (:mod:`gsched.costmodel.pallas_peaks`): the schedule and its
+                               state: str = "memory", walk: bool = False
+                               ) -> tuple[Schedule, MemoryProfile]:
+    """:func:`pallas_schedule` and SPEC §3's memory of its schedule: the schedule and its
     :class:`~gsched.costmodel.memory.MemoryProfile`, bit for bit :func:`pallas_schedule`'s and
-    :func:`~gsched.costmodel.memory.peak_memory`'s. ``state``: ``"memory"``, the Triton kernel
-    with its lanes in memory (:mod:`gsched.costmodel.pallas_memory`), ``"tpu"``, the Mosaic
-    TPU kernel (:mod:`gsched.costmodel.pallas_tpu`: its words in vector registers, the rest in
-    scalar memory), or ``"lanes"``, the Triton kernel with one chromosome per lane
-    (:mod:`gsched.costmodel.pallas_lanes`)."""
+    :func:`~gsched.costmodel.memory.peak_memory`'s.
+
+    The kernel accounts the memory as it schedules (:mod:`gsched.costmodel.pallas_peaks`) at
+    ``state`` ``"memory"``, the Triton kernel with its lanes in memory
+    (:mod:`gsched.costmodel.pallas_memory`), ``"tpu"``, the Mosaic TPU kernel
+    (:mod:`gsched.costmodel.pallas_tpu`: its words in vector registers, the rest in scalar
+    memory), or ``"lanes"``, the Triton kernel with one chromosome per lane
+    (:mod:`gsched.costmodel.pallas_lanes`). With ``walk`` the kernel at ``state``
+    (:func:`pallas_schedule`'s) only schedules, and the walk follows it in the same branch of
+    the width switch (:func:`walked`)."""
+    if walk:
+        return at_running_width(walked(_list_schedule), graph, keys, placement, params,
+                                num_devices, chunk=chunk, interpret=interpret,
+                                num_warps=num_warps, state=state)
     if state not in ("memory", "tpu", "lanes"):
         raise ValueError(f"unknown accounting kernel {state!r}; expected 'memory', 'tpu' or "
                          "'lanes'")
     return at_running_width(_list_schedule, graph, keys, placement, params, num_devices,
                             chunk=chunk, interpret=interpret, num_warps=num_warps, state=state,
                             peaks=True)
+
+
+def walked(branch, steps_of=lambda schedule: schedule):
+    """A kernel's width branch (``branch(graph, keys, placement, params, width=, num_devices=,
+    **static) → (schedule, None)``) followed by SPEC §3's walk of its schedule
+    (``steps_of(schedule)``: its :class:`Schedule`) → ``(schedule, memory profile)``. Inside
+    the branch the walk spans the width's steps, not the widest's (``peak_memory``'s
+    ``max_steps``: every chromosome of the call runs at most ``width`` items)."""
+    def run(graph, keys, placement, params, *, width: int, num_devices: int, **static):
+        schedule, _ = branch(graph, keys, placement, params, width=width,
+                             num_devices=num_devices, **static)
+        return schedule, peak_memory(graph, placement, steps_of(schedule), params.capacity,
+                                     num_devices, max_steps=width)
+    return run
 
 
 def _list_schedule(graph: PaddedGraph, keys: jnp.ndarray, placement: Placement,

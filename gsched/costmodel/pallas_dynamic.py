@@ -56,6 +56,7 @@ from gsched.costmodel.pallas_decode import (
     slot_tables,
     successor_columns,
     walk_successors,
+    walked,
     with_peak_tables,
 )
 from gsched.costmodel.schedule import (
@@ -105,12 +106,23 @@ def pallas_dynamic_schedule(graph: PaddedGraph, keys: jnp.ndarray, placement: Pl
 def dynamic_schedule_and_memory(graph: PaddedGraph, keys: jnp.ndarray, placement: Placement,
                                 params: CostParams, num_devices: int, scheduler: str,
                                 chunk: int = KERNEL_CHUNK, interpret: bool | None = None,
-                                num_warps: int | None = None
-                                ) -> tuple[DynamicSchedule, MemoryProfile]:
-    """:func:`pallas_dynamic_schedule` by the kernel with one chromosome per lane, accounting
-    SPEC §3's memory as it schedules (decoder ``"pallas_lanes_fused"``): the schedule and its
-    :class:`~gsched.costmodel.memory.MemoryProfile`, bit for bit the loop's and
-    :func:`~gsched.costmodel.memory.peak_memory`'s."""
+                                num_warps: int | None = None, state: str = "lanes",
+                                walk: bool = False) -> tuple[DynamicSchedule, MemoryProfile]:
+    """:func:`pallas_dynamic_schedule` and SPEC §3's memory of its schedule: the schedule and
+    its :class:`~gsched.costmodel.memory.MemoryProfile`, bit for bit the loop's and
+    :func:`~gsched.costmodel.memory.peak_memory`'s. The kernel with one chromosome per lane
+    (``state`` ``"lanes"``) accounts the memory as it schedules (decoder
+    ``"pallas_lanes_fused"``); with ``walk``, the kernel at ``state`` only schedules and the
+    walk follows it in the same branch of the width switch
+    (:func:`~gsched.costmodel.pallas_decode.walked`)."""
+    if walk:
+        return at_running_width(walked(_dynamic_schedule, lambda s: s.schedule), graph, keys,
+                                placement, params, num_devices, scheduler=scheduler,
+                                chunk=chunk, interpret=interpret, num_warps=num_warps,
+                                state=state)
+    if state != "lanes":
+        raise ValueError(f"only the 'lanes' kernel accounts memory for {scheduler!r}, not the "
+                         f"{state!r} kernel")
     return at_running_width(_dynamic_schedule, graph, keys, placement, params, num_devices,
                             scheduler=scheduler, chunk=chunk, interpret=interpret,
                             num_warps=num_warps, state="lanes", peaks=True)
@@ -181,22 +193,24 @@ def fused_schedule(graph: PaddedGraph, keys: jnp.ndarray, placement: Placement,
 def fused_schedule_and_memory(graph: PaddedGraph, keys: jnp.ndarray, placement: Placement,
                               params: CostParams, num_devices: int, scheduler: str,
                               chunk: int = KERNEL_CHUNK, interpret: bool | None = None,
-                              num_warps: int | None = None, state: str = "memory"
-                              ) -> tuple[DynamicSchedule, MemoryProfile]:
-    """The fused kernel of ``scheduler`` accounting SPEC §3's memory as it schedules: the list
+                              num_warps: int | None = None, state: str = "memory",
+                              walk: bool = False) -> tuple[DynamicSchedule, MemoryProfile]:
+    """The fused kernel of ``scheduler`` and SPEC §3's memory of its schedule: the list
     scheduler's :func:`~gsched.costmodel.pallas_decode.pallas_schedule_and_memory` at ``state``
     (its schedule with ``start`` / ``end`` None), :func:`dynamic_schedule_and_memory` for
-    ``"priority"`` / ``"fifo"`` (``state`` ``"lanes"``: the only kernel accounting for them)."""
+    ``"priority"`` / ``"fifo"``. The kernel accounts the memory as it schedules (for
+    ``"priority"`` / ``"fifo"`` only ``state`` ``"lanes"`` does), or with ``walk`` the kernel
+    at ``state`` (:func:`fused_schedule`'s) only schedules and the walk follows it inside the
+    width switch, over the width's steps."""
     if scheduler == "list":
         schedule, memory = pallas_schedule_and_memory(graph, keys, placement, params,
                                                       num_devices, chunk, interpret, num_warps,
-                                                      state)
+                                                      state, walk)
         return DynamicSchedule(schedule, None, None), memory
-    if state != "lanes":
-        raise ValueError(f"only the 'lanes' kernel accounts memory for {scheduler!r}, not the "
-                         f"{state!r} kernel")
+    if walk and state not in ("registers", "lanes"):
+        raise ValueError(f"the {state!r} kernel runs the list scheduler only, not {scheduler!r}")
     return dynamic_schedule_and_memory(graph, keys, placement, params, num_devices, scheduler,
-                                       chunk, interpret, num_warps)
+                                       chunk, interpret, num_warps, state, walk)
 
 
 def fused_inputs(graph: PaddedGraph, keys: jnp.ndarray, placement: Placement,
