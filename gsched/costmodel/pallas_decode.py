@@ -176,10 +176,10 @@ def slot_tables(graph: PaddedGraph, keys: jnp.ndarray, placement: Placement,
     bits of a slot (static): :func:`ranked_slots` (at ``width``) and their
     :func:`active_entries`."""
     item, slot, word, count, k = ranked_slots(graph, keys, placement, num_devices, width)
-    successor, first, last = active_entries(graph, placement, slot, activation, num_devices)
     # ``chunk`` inert entries at the end: every window [q, q + chunk) inside the table is in
     # bounds.
-    successor = jnp.pad(successor, (0, chunk), constant_values=-1)
+    successor, first, last = active_entries(graph, placement, slot, activation, num_devices,
+                                            spare=chunk)
     return Slots(item, slot, word, count, successor, first[item], last[item]), k
 
 
@@ -193,7 +193,7 @@ def successor_columns(slots: Slots, chunk: int) -> jnp.ndarray:
 
 
 def active_entries(graph: PaddedGraph, placement: Placement, slot: jnp.ndarray,
-                   activation: jnp.ndarray, num_devices: int
+                   activation: jnp.ndarray, num_devices: int, spare: int = 0
                    ) -> tuple[jnp.ndarray, jnp.ndarray, jnp.ndarray]:
     """The successor entries a started item actually walks, compacted (one chromosome).
 
@@ -208,9 +208,9 @@ def active_entries(graph: PaddedGraph, placement: Placement, slot: jnp.ndarray,
     commute).
 
     ``slot`` / ``activation [V]``: each item's slot (−1 if it never runs) and activation
-    device. Returns ``(successor [Q], first [V], last [V])``: the slots of the firing entries
-    (−1 in the unused tail; ``Q = E + T·D + E`` is enough: every consumer entry fires for one
-    device), and each item's range in it.
+    device. Returns ``(successor [Q + spare], first [V], last [V])``: the slots of the firing
+    entries (−1 in the unused tail, ``spare`` entries more than ``Q = E + T·D + E``, which is
+    enough: every consumer entry fires for one device), and each item's range in it.
     """
     n, t, e, d = (graph.op_mask.shape[0], graph.tensor_mask.shape[0],
                   graph.edge_mask.shape[0], num_devices)
@@ -234,8 +234,8 @@ def active_entries(graph: PaddedGraph, placement: Placement, slot: jnp.ndarray,
     before = jnp.concatenate([jnp.zeros(1, jnp.int32), position])  # firing entries before each
     item = jnp.concatenate([entry_item[:base], jnp.tile(entry_item[base:], d)])
     size = entry_item.shape[0]
-    successor = jnp.full(size, -1, jnp.int32).at[jnp.where(fires, position - 1, size)].set(
-        slot[item], mode="drop")
+    successor = jnp.full(size + spare, -1, jnp.int32).at[
+        jnp.where(fires, position - 1, size + spare)].set(slot[item], mode="drop")
     # X(t, d)'s consumers are in the copy for device d.
     shift = jnp.concatenate([jnp.zeros(n, jnp.int32),
                              jnp.tile(jnp.arange(d, dtype=jnp.int32) * e, t)])
