@@ -10,7 +10,8 @@
 # (the Pallas identity tests compiled for the GPU), profile (stage costs of one evaluation),
 # go_gdp (GDP and GO full configs), scaling (the throughput table from 100 to 10,000 ops);
 # not in the default list: ab (this tree's kernels against BASELINE's, an earlier commit's
-# tree carried along; see the function), memory (whole evaluations with the three list
+# tree carried along; see the function), ab_whole (whole evaluations against
+# WHOLE_BASELINE's tree, likewise), memory (whole evaluations with the three list
 # kernels at 500 ops; the list kernel with its lanes in memory against the register kernel,
 # 500 to 10,000 ops), regs (the kernels' registers and spills, ptxas -v on
 # the PTX XLA dumps), mid (the whole mid-size Topoformer config of issue
@@ -53,10 +54,14 @@
 # (lanes_dynamic's check at D = 1, 2, 4 ran out of 180 s compiling: now D = 2, 240 s); the
 # lane kernel was the fastest list kernel everywhere (1.8–1.9× whole evaluations at 500 ops,
 # 58× at 10,000), so "auto" picks it for the list scheduler (docs/benchmarks.md).
+# Session 28 (no GPU) moved SPEC §3's walk after the fused kernels inside their branch of the
+# width switch (over 1,024 steps instead of 2,048 at 500 ops, D = 2) and dropped a copy of
+# the successor table: 1,093 -> 969 kB per whole evaluation by XLA GPU's count; untimed.
 # Next GPU session (the machine stays warm only ~30 s between calls: chain them at once):
-# call 1: "lanes_dynamic profile" (§8.2's lane kernels timed against their register kernel;
-# if faster, "auto" should pick them too; the stages of a whole evaluation, where ~3.3 ms of
-# 18.0 ms per 16,384 chromosomes are outside the lane kernel); call 2: "lanes check ab"
+# call 1: "lanes_dynamic ab_whole profile" (§8.2's lane kernels timed against their register
+# kernel; if faster, "auto" should pick them too; whole evaluations of this tree against
+# 43fec33's, carry=["baseline_walk"]; the stages of a whole evaluation, where ~3.3 ms of
+# 18.0 ms per 16,384 chromosomes were outside the lane kernel); call 2: "lanes check ab"
 # (on an H100: issue #16's target is an H100's; identity of every kernel at the current
 # defaults; the kernels against session 13's, BASELINE = a worktree of 9e5fd8d);
 # then "memory regs" (whole evaluations of the list kernels at 500 ops, D = 2; the
@@ -267,6 +272,24 @@ ab() {  # this tree's kernels against an earlier commit's, on the same card in t
       --devices 2 --scheduler priority --chunks 2 --warps 0 --population 4096 --repeats 3 \
       --output "$OUT/ab.md" \
       --section-title "A/B priority, $([ "$tree" = . ] && echo this tree || echo baseline)")
+  done
+}
+
+ab_whole() {  # whole evaluations (evaluate_with_decoder) of this tree against an earlier
+  # commit's, interleaved by tree: WHOLE_BASELINE (default baseline_walk/, git-ignored: `git
+  # worktree add baseline_walk 43fec33`, the walk after the kernel over the widest width's
+  # steps; carry=["baseline_walk"]) against this tree (the walk inside the width switch), the
+  # lane kernel at 500 ops, D = 2, P = 16,384, baseline, this tree, baseline. Both run this
+  # tree's eval/tune_kernel.py --whole (run as a file: its imports come from the tree run)
+  local base=${WHOLE_BASELINE:-baseline_walk} here=$PWD
+  [ -d "$base/gsched" ] || { echo "!!! ab_whole: no tree at $base"; return 1; }
+  [ -n "$lanes_ok" ] || { echo "!!! ab_whole: the lane kernel failed its check"; return 1; }
+  local tree
+  for tree in "$base" . "$base"; do
+    local title="A/B whole evaluations, $([ "$tree" = . ] && echo this tree || echo baseline)"
+    (cd "$tree" && export PYTHONPATH=. && step 120 "ab_whole ${tree}" $PY \
+      "$here/eval/tune_kernel.py" --whole --size 500 --devices 2 --states lanes --chunks 2 \
+      --warps 0 --population 16384 --repeats 5 --output "$OUT/ab.md" --section-title "$title")
   done
 }
 

@@ -12,6 +12,10 @@ round by round so that all see the same load, and checks every variant's schedul
 against the first one. Warps ``0`` means the kernel's default
 (:func:`~gsched.costmodel.pallas_decode.default_num_warps`; one warp for the memory and lane
 kernels: the latter's programs hold 32 chromosomes per warp).
+``--whole`` times whole evaluations instead (``evaluate_with_decoder`` with each state's decoder,
+``"pallas"``, ``"pallas_memory"`` or ``"pallas_lanes"``: the schedule and SPEC §3's memory walk,
+warps at the default): the one entry point every commit since the kernels has, so two trees'
+evaluations can be timed in one call (``eval/device_session.sh``'s ``ab``).
 On a CPU the kernel runs in Pallas' interpreter: correct, but its timings mean nothing for a
 GPU (use it to try the program on a small graph)::
 
@@ -35,6 +39,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from gsched.core.padding import bucket_for, pad_graph, pad_keys
+from gsched.costmodel.evaluate import evaluate_with_decoder
 from gsched.costmodel.pallas_decode import default_num_warps
 from gsched.costmodel.pallas_lanes import LANES_NUM_WARPS
 from gsched.costmodel.pallas_memory import MEMORY_NUM_WARPS
@@ -68,6 +73,18 @@ def schedule_fn(num_devices: int, base: int, scheduler: str, chunk: int,
     return jax.jit(fn)
 
 
+def evaluation_fn(num_devices: int, scheduler: str, chunk: int, state: str):
+    """``(graph, keys [P, L], params) → Evaluation``: the whole evaluation by the decoder of
+    ``state`` (:data:`STATE_DECODERS`), jitted."""
+
+    def fn(graph, keys, params):
+        return evaluate_with_decoder(graph, keys, params, num_devices=num_devices, chunk=chunk,
+                                     scheduler=scheduler, decoder=STATE_DECODERS[state])
+
+    return jax.jit(fn)
+
+
+STATE_DECODERS = {"registers": "pallas", "memory": "pallas_memory", "lanes": "pallas_lanes"}
 STATE_NAMES = {"registers": "lanes in registers", "memory": "lanes in memory",
                "lanes": "a chromosome per lane"}
 
@@ -99,7 +116,11 @@ def main(argv: Sequence[str] | None = None) -> None:
     p.add_argument("--repeats", type=int, default=3)
     p.add_argument("--output", type=Path, default=None, help="Markdown file for the section")
     p.add_argument("--section-title", default="Fused-kernel tuning")
+    p.add_argument("--whole", action="store_true",
+                   help="time whole evaluations (evaluate_with_decoder; warps must be 0)")
     args = p.parse_args(argv)
+    if args.whole and any(args.warps):
+        p.error("--whole runs the decoders at their default warps: --warps 0")
 
     graph = random_computation_graph(args.size, 0)
     bucket = bucket_for(graph)
@@ -117,15 +138,16 @@ def main(argv: Sequence[str] | None = None) -> None:
     fns, first_s, reference = {}, {}, None
     for v in variants:
         state, c, w = v
-        fns[v] = schedule_fn(d, bucket.chromosome_length(d), args.scheduler, c, w or None,
-                             state)
+        fns[v] = (evaluation_fn(d, args.scheduler, c, state) if args.whole else
+                  schedule_fn(d, bucket.chromosome_length(d), args.scheduler, c, w or None,
+                              state))
         t0 = time.perf_counter()
         out = jax.block_until_ready(fns[v](padded, keys, params))
         first_s[v] = time.perf_counter() - t0
         if reference is None:
             reference = out
         elif bad := mismatches(reference, out):
-            raise SystemExit(f"{_name(v)}: the schedule differs from {_name(variants[0])}'s: "
+            raise SystemExit(f"{_name(v)}: the result differs from {_name(variants[0])}'s: "
                              f"{'; '.join(bad)}")
         log(f"[tune] {_name(v)}: first call {first_s[v]:.1f} s, identical")
     times = {v: [] for v in variants}
@@ -136,7 +158,7 @@ def main(argv: Sequence[str] | None = None) -> None:
             times[v].append(time.perf_counter() - t0)
         log(f"[tune] round {r + 1}/{args.repeats} done")
 
-    steps = np.asarray(reference.schedule.num_steps)
+    steps = np.asarray(reference.num_steps if args.whole else reference.schedule.num_steps)
     rows = ["| kernel | chunk | warps | compile s | ms/call | evals/s | µs/eval |",
             "| --- | --- | --- | --- | --- | --- | --- |"]
     best = None
@@ -151,13 +173,15 @@ def main(argv: Sequence[str] | None = None) -> None:
         log(f"[tune] {_name(v)}: {1e3 * median:.1f} ms/call, {rate:,.0f} evals/s")
     body = "\n".join([
         *section_header("eval.tune_kernel", argv), "",
-        f"The {args.scheduler} schedule alone (placement, its tables, the fused kernel and its "
-        f"result) "
+        (f"Whole {args.scheduler} evaluations (evaluate_with_decoder: placement, the fused "
+         f"kernel's schedule and SPEC §3's memory) " if args.whole else
+         f"The {args.scheduler} schedule alone (placement, its tables, the fused kernel and its "
+         f"result) ") +
         f"of `random_computation_graph({args.size}, 0)` (bucket {bucket.num_ops}/"
         f"{bucket.num_tensors}/{bucket.num_edges}), D = {d}, P = {args.population} uniform "
         f"random chromosomes ({int(steps.min())}–{int(steps.max())} items scheduled each); "
         f"median of {args.repeats} interleaved rounds after one warm-up call. Every variant's "
-        f"schedule is bit for bit the first one's. *warps* default: {_warps_rule()} "
+        f"result is bit for bit the first one's. *warps* default: {_warps_rule()} "
         f"(registers), {MEMORY_NUM_WARPS} (memory), {LANES_NUM_WARPS} (lanes: 32 chromosomes "
         f"per warp).",
         *(["", "On a CPU the kernel ran in Pallas' interpreter: these timings say nothing about "

@@ -187,3 +187,13 @@ def test_tune_kernel_times_every_variant_and_checks_them_identical(tmp_path):
                       "--population", "3", "--repeats", "1", "--output", str(out),
                       "--section-title", TITLE])
     assert "The fifo schedule alone" in out.read_text()
+    # Whole evaluations, through the decoders' one entry point (two trees' A/B on a GPU)
+    tune_kernel.main(["--size", "12", "--devices", "2", "--states", "registers,lanes",
+                      "--chunks", "2", "--population", "3", "--repeats", "1", "--whole",
+                      "--output", str(out), "--section-title", TITLE])
+    text = out.read_text()
+    assert "Whole list evaluations" in text and "The fifo schedule alone" not in text
+    assert len(re.findall(r"\| (lanes in registers|a chromosome per lane) \| 2 \| default \|",
+                          text)) == 2
+    with pytest.raises(SystemExit):  # argparse: --whole runs the decoders' default warps
+        tune_kernel.main(["--size", "12", "--whole", "--warps", "2"])
