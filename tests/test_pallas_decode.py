@@ -29,7 +29,11 @@ from gsched.costmodel.pallas_decode import (
     slot_tables,
     successor_columns,
 )
-from gsched.costmodel.pallas_dynamic import fused_schedule, pallas_dynamic_schedule
+from gsched.costmodel.pallas_dynamic import (
+    fused_schedule,
+    fused_schedule_and_memory,
+    pallas_dynamic_schedule,
+)
 from gsched.costmodel.params import CostParams
 from gsched.costmodel.schedule import decode_placement, item_devices, schedule_init
 from gsched.formats import load_graph
@@ -199,6 +203,10 @@ def test_the_switch_and_its_checks():
     placement = decode_placement(jax.tree.map(jnp.asarray, graph), jnp.asarray(keys[0]), 2)
     with pytest.raises(ValueError, match="'priority' or 'fifo', got 'list'"):
         pallas_dynamic_schedule(graph, jnp.asarray(keys[0]), placement, PARAMS, 2, "list")
+    # The walk after a kernel: only after one that schedules alone (the TPU kernel accounts)
+    with pytest.raises(ValueError, match="unknown kernel state 'tpu' to walk after"):
+        fused_schedule_and_memory(graph, jnp.asarray(keys[0]), placement, PARAMS, 2, "list",
+                                  state="tpu", walk=True)
 
 
 @pytest.mark.parametrize("decoder", ["pallas", "pallas_lanes"])

@@ -305,6 +305,9 @@ def pallas_schedule_and_memory(graph: PaddedGraph, keys: jnp.ndarray, placement:
     (:func:`pallas_schedule`'s) only schedules, and the walk follows it in the same branch of
     the width switch (:func:`walked`)."""
     if walk:
+        if state not in ("registers", "memory", "lanes"):
+            raise ValueError(f"unknown kernel state {state!r} to walk after; expected "
+                             "'registers', 'memory' or 'lanes'")
         return at_running_width(walked(_list_schedule), graph, keys, placement, params,
                                 num_devices, chunk=chunk, interpret=interpret,
                                 num_warps=num_warps, state=state)
