@@ -15,7 +15,7 @@ kernels: the latter's programs hold 32 chromosomes per warp).
 ``--whole`` times whole evaluations instead (``evaluate_with_decoder`` with each state's decoder,
 ``"pallas"``, ``"pallas_memory"`` or ``"pallas_lanes"``: the schedule and SPEC §3's memory walk,
 warps at the default): the one entry point every commit since the kernels has, so two trees'
-evaluations can be timed in one call (``eval/device_session.sh``'s ``ab``).
+evaluations can be timed in one call (``eval/device_session.sh``'s ``ab_whole``).
 On a CPU the kernel runs in Pallas' interpreter: correct, but its timings mean nothing for a
 GPU (use it to try the program on a small graph)::
 

@@ -279,12 +279,18 @@ def pallas_schedule(graph: PaddedGraph, keys: jnp.ndarray, placement: Placement,
     ``"registers"`` (this module's kernel), ``"memory"``
     (:mod:`gsched.costmodel.pallas_memory`'s) or ``"lanes"`` (one chromosome per lane,
     :mod:`gsched.costmodel.pallas_lanes`)."""
-    if state not in ("registers", "memory", "lanes"):
-        raise ValueError(f"unknown kernel state {state!r}; expected 'registers', 'memory' or "
-                         "'lanes'")
+    check_scheduling_state(state)
     return at_running_width(_list_schedule, graph, keys, placement, params, num_devices,
                             chunk=chunk, interpret=interpret, num_warps=num_warps,
                             state=state)[0]
+
+
+def check_scheduling_state(state: str, purpose: str = "") -> None:
+    """Raises unless ``state`` names a list kernel that schedules alone, SPEC §3 left to a walk
+    (``purpose``: what the message says it was wanted for)."""
+    if state not in ("registers", "memory", "lanes"):
+        raise ValueError(f"unknown kernel state {state!r}{purpose}; expected 'registers', "
+                         "'memory' or 'lanes'")
 
 
 def pallas_schedule_and_memory(graph: PaddedGraph, keys: jnp.ndarray, placement: Placement,
@@ -305,9 +311,7 @@ def pallas_schedule_and_memory(graph: PaddedGraph, keys: jnp.ndarray, placement:
     (:func:`pallas_schedule`'s) only schedules, and the walk follows it in the same branch of
     the width switch (:func:`walked`)."""
     if walk:
-        if state not in ("registers", "memory", "lanes"):
-            raise ValueError(f"unknown kernel state {state!r} to walk after; expected "
-                             "'registers', 'memory' or 'lanes'")
+        check_scheduling_state(state, " to walk after")
         return at_running_width(walked(_list_schedule), graph, keys, placement, params,
                                 num_devices, chunk=chunk, interpret=interpret,
                                 num_warps=num_warps, state=state)

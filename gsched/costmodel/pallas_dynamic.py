@@ -184,10 +184,16 @@ def fused_schedule(graph: PaddedGraph, keys: jnp.ndarray, placement: Placement,
     if scheduler == "list":
         return DynamicSchedule(pallas_schedule(graph, keys, placement, params, num_devices,
                                                chunk, interpret, num_warps, state), None, None)
-    if state not in ("registers", "lanes"):
-        raise ValueError(f"the {state!r} kernel runs the list scheduler only, not {scheduler!r}")
+    check_event_driven_state(state, scheduler)
     return pallas_dynamic_schedule(graph, keys, placement, params, num_devices, scheduler,
                                    chunk, interpret, num_warps, state)
+
+
+def check_event_driven_state(state: str, scheduler: str) -> None:
+    """Raises unless ``state`` names a kernel that schedules ``"priority"`` / ``"fifo"``
+    (``"registers"`` or ``"lanes"``; the others run the list scheduler only)."""
+    if state not in ("registers", "lanes"):
+        raise ValueError(f"the {state!r} kernel runs the list scheduler only, not {scheduler!r}")
 
 
 def fused_schedule_and_memory(graph: PaddedGraph, keys: jnp.ndarray, placement: Placement,
@@ -207,8 +213,8 @@ def fused_schedule_and_memory(graph: PaddedGraph, keys: jnp.ndarray, placement: 
                                                       num_devices, chunk, interpret, num_warps,
                                                       state, walk)
         return DynamicSchedule(schedule, None, None), memory
-    if walk and state not in ("registers", "lanes"):
-        raise ValueError(f"the {state!r} kernel runs the list scheduler only, not {scheduler!r}")
+    if walk:
+        check_event_driven_state(state, scheduler)
     return dynamic_schedule_and_memory(graph, keys, placement, params, num_devices, scheduler,
                                        chunk, interpret, num_warps, state, walk)
 
