@@ -148,7 +148,7 @@ def test_initial_heaps_hold_the_known_items_by_slot(fifo):
     word = np.where(waiting, (1 << k) | np.arange(width), np.arange(width)).astype(np.int32)
     rows = np.zeros((1, width, 3), np.int32)
     rows[:, :, 0] = stream
-    (base, size, count), (state, heap) = (
+    (_, _, base, size, count), (state, heap) = (
         [np.asarray(x) for x in part] for part in dynamic_lanes_memory(
             jnp.asarray(word), jnp.asarray(rows), None, jnp.asarray([7]), k=k, num_devices=2,
             fifo=fifo))

@@ -6,9 +6,10 @@ a pass over all its slots (``O(V_p)`` per step, ``O(V_p²)`` per chromosome). Th
 lane (thread) — and makes a decision in ``O(streams + log V_p)``, with each lane's structures in
 its own global memory:
 
-* each slot's state is :mod:`gsched.costmodel.pallas_lanes`' 16-byte group, ``(word, ready hi,
-  ready lo, stream)``: the last word, unused there, holds the item's stream, which a successor
-  that becomes known needs;
+* each slot's state is a 16-byte group, ``(word, ready hi, ready lo, stream)``: the
+  dependency count and ready time a successor update reads and writes, and the item's stream,
+  which a successor that becomes known needs (its row, with the duration and successors, is
+  read only when it starts);
 * each stream has a binary min-heap of its known, unstarted items keyed by ``(ready, slot)``
   (16-byte entries: ready hi, lo, slot, unused); the per-stream heap sizes, the ready time at
   each heap's root and the streams' free times are per-lane registers (``2·D`` streams).
@@ -54,10 +55,11 @@ from jax.experimental import pallas as pl
 from jax.experimental.pallas import triton as plt
 
 from gsched.core import fixedpoint as fp
-from gsched.costmodel.pallas_lanes import STATE_WORDS, account_lanes, any_lane, walk_lanes
+from gsched.costmodel.pallas_lanes import account_lanes, any_lane, one_by_one, walk_lanes
 from gsched.costmodel.pallas_peaks import PeakOffsets
 from gsched.costmodel.schedule import TIME_LO_BITS
 
+STATE_WORDS = 4  # a slot's state: word, ready hi, ready lo, stream (one 16-byte group)
 ENTRY_WORDS = 4  # a heap entry: ready hi, ready lo, slot, unused (one 16-byte group)
 
 
@@ -70,9 +72,10 @@ def heap_entries(width: int, fifo: bool) -> int:
 
 def dynamic_lanes_memory(word, rows, successor, count, *, k: int, num_devices: int,
                          fifo: bool, peaks: PeakOffsets | None = None):
-    """The kernel's inputs beside the rows and entries, of a padded batch (``word [B, V_p]``,
-    ``rows [B, V_p, C]`` with each slot's stream in column 0): ``(base, size, count)`` — per
-    stream, where its heaps start and how many items they hold, ``[B, 2·D]`` — and its memory,
+    """The kernel's inputs of a padded batch (``word [B, V_p]``, ``rows [B, V_p, C]`` with
+    each slot's stream in column 0, ``successor``, ``count [B]``): ``(rows, successor, base,
+    size, count)`` — ``base`` and ``size``: per stream, where its heaps start and how many
+    items they hold, ``[B, 2·D]`` — and its memory,
     ``(state [B, 4·V_p], heap [B, 4·H])`` (:func:`heap_entries`; with ``peaks``, then the
     copies' read counts from the entry table). The items known at the start (no dependencies:
     ready at 0) fill their stream's heap by slot, which is heap order; with ``"priority"`` they
@@ -97,7 +100,7 @@ def dynamic_lanes_memory(word, rows, successor, count, *, k: int, num_devices: i
     state = jnp.stack([word, zeros, zeros, stream], axis=-1).reshape(batch, -1)
     counts = () if peaks is None else (
         successor[:, peaks.counts:peaks.counts + peaks.num_counts],)
-    return (base, size, count), (state, heap, *counts)
+    return (rows, successor, base, size, count), (state, heap, *counts)
 
 
 def lanes_dynamic_kernel(rows_ref, successor_ref, base_ref, size_ref, count_ref, *refs,
@@ -262,7 +265,7 @@ def lanes_dynamic_kernel(rows_ref, successor_ref, base_ref, size_ref, count_ref,
         free = put_time(free, on, end, found)
         latest = fp.where(found, fp.maximum(latest, end), latest)
         sizes, tops = walk_lanes(successor_ref, lane, (*inline, first, last), found,
-                                 (sizes, tops), functools.partial(lower, end=end))
+                                 (sizes, tops), one_by_one(functools.partial(lower, end=end)))
         if barrier:
             plt.debug_barrier()
         return (s + 1, free, sizes, tops, released_sizes, latest,
