@@ -57,11 +57,16 @@
 # Session 28 (no GPU) moved SPEC §3's walk after the fused kernels inside their branch of the
 # width switch (over 1,024 steps instead of 2,048 at 500 ops, D = 2) and dropped a copy of
 # the successor table: 1,093 -> 969 kB per whole evaluation by XLA GPU's count; untimed.
+# Session 29 (no GPU) gave the list lane kernel one 32-byte row per slot (its row and its
+# state were two tables: two sectors per item) and loads a group of successors' words before
+# their stores; untimed.
 # Next GPU session (the machine stays warm only ~30 s between calls: chain them at once):
 # call 1: "lanes_dynamic ab_whole profile" (§8.2's lane kernels timed against their register
 # kernel; if faster, "auto" should pick them too; whole evaluations of this tree against
-# 43fec33's, carry=["baseline_walk"]; the stages of a whole evaluation, where ~3.3 ms of
-# 18.0 ms per 16,384 chromosomes were outside the lane kernel); call 2: "lanes check ab"
+# 43fec33's and 841379c's, carry=["baseline_walk", "baseline_rows"]: sessions 28's and 29's
+# changes apart; if this tree is slower than baseline_rows, revert session 29's kernel; the
+# stages of a whole evaluation, where ~3.3 ms of 18.0 ms per 16,384 chromosomes were outside
+# the lane kernel); call 2: "lanes check ab"
 # (on an H100: issue #16's target is an H100's; identity of every kernel at the current
 # defaults; the kernels against session 13's, BASELINE = a worktree of 9e5fd8d);
 # then "memory regs" (whole evaluations of the list kernels at 500 ops, D = 2; the
@@ -275,18 +280,22 @@ ab() {  # this tree's kernels against an earlier commit's, on the same card in t
   done
 }
 
-ab_whole() {  # whole evaluations (evaluate_with_decoder) of this tree against an earlier
-  # commit's, interleaved by tree: WHOLE_BASELINE (default baseline_walk/, git-ignored: `git
-  # worktree add baseline_walk 43fec33`, the walk after the kernel over the widest width's
-  # steps; carry=["baseline_walk"]) against this tree (the walk inside the width switch), the
-  # lane kernel at 500 ops, D = 2, P = 16,384, baseline, this tree, baseline. Both run this
+ab_whole() {  # whole evaluations (evaluate_with_decoder) of this tree against earlier
+  # commits', interleaved by tree: each of WHOLE_BASELINES (default "baseline_walk
+  # baseline_rows", git-ignored worktrees sent with carry=[...]: `git worktree add
+  # baseline_walk 43fec33`, the walk after the kernel over the widest width's steps; `git
+  # worktree add baseline_rows 841379c`, the walk inside the width switch, the lane kernel's
+  # rows and state in two tables), then this tree (one 32-byte row per slot), then the
+  # baselines again; the lane kernel at 500 ops, D = 2, P = 16,384. Every tree runs this
   # tree's eval/tune_kernel.py --whole (run as a file: its imports come from the tree run)
-  local base=${WHOLE_BASELINE:-baseline_walk} here=$PWD
-  [ -d "$base/gsched" ] || { echo "!!! ab_whole: no tree at $base"; return 1; }
+  local here=$PWD base trees=()
+  for base in ${WHOLE_BASELINES:-baseline_walk baseline_rows}; do
+    if [ -d "$base/gsched" ]; then trees+=("$base"); else echo "!!! ab_whole: no tree at $base"; fi
+  done
   [ -n "$lanes_ok" ] || { echo "!!! ab_whole: the lane kernel failed its check"; return 1; }
   local tree
-  for tree in "$base" . "$base"; do
-    local title="A/B whole evaluations, $([ "$tree" = . ] && echo this tree || echo baseline)"
+  for tree in "${trees[@]}" . "${trees[@]}"; do
+    local title="A/B whole evaluations, $([ "$tree" = . ] && echo this tree || echo "$tree")"
     (cd "$tree" && export PYTHONPATH=. && step 120 "ab_whole ${tree}" $PY \
       "$here/eval/tune_kernel.py" --whole --size 500 --devices 2 --states lanes --chunks 2 \
       --warps 0 --population 16384 --repeats 5 --output "$OUT/ab.md" --section-title "$title")
