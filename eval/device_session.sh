@@ -21,8 +21,9 @@
 # 2,000 ops, where the warps rule above 1,024 lanes is an untimed extrapolation), lanes (the
 # list kernel with one chromosome per lane, checked, then timed against the register kernel
 # at 500 ops and in whole evaluations; self-contained, ~6–9 min), lanes_scaling (the
-# same at 2,000 and 10,000 ops) and lanes_dynamic (SPEC §8.2's schedulers with one chromosome
-# per lane, checked, then timed against their register kernel at 500 ops, D = 2; ~4–5 min).
+# same at 2,000 and 10,000 ops), lanes_dynamic (SPEC §8.2's schedulers with one chromosome
+# per lane, checked, then timed against their register kernel at 500 ops, D = 2; ~4–5 min)
+# and lanes_population (the list lane kernel from 1,024 to 65,536 chromosomes; ~3 min).
 # 2026-11-26 on an H200 (session 9): "check bench train tests", then "profile go_gdp scaling".
 # 2026-11-26 on an H100 (session 13): "check tune bench profile" (333 s), then "tests go_gdp
 # scaling" (299 s; tests and go_gdp ran out of their limits, raised since). The tuning made the
@@ -61,12 +62,13 @@
 # state were two tables: two sectors per item) and loads a group of successors' words before
 # their stores; untimed.
 # Next GPU session (the machine stays warm only ~30 s between calls: chain them at once):
-# call 1: "lanes_dynamic ab_whole profile" (§8.2's lane kernels timed against their register
-# kernel; if faster, "auto" should pick them too; whole evaluations of this tree against
-# 43fec33's and 841379c's, carry=["baseline_walk", "baseline_rows"]: sessions 28's and 29's
-# changes apart; if this tree is slower than baseline_rows, revert session 29's kernel; the
-# stages of a whole evaluation, where ~3.3 ms of 18.0 ms per 16,384 chromosomes were outside
-# the lane kernel); call 2: "lanes check ab"
+# call 1: "ab_whole lanes_population" (whole evaluations of this tree against 43fec33's and
+# 841379c's, carry=["baseline_walk", "baseline_rows"]: sessions 28's and 29's changes apart;
+# if this tree is slower than baseline_rows, revert session 29's kernel; then whether the
+# lane kernel's steps are latency- or throughput-bound); call 2: "lanes_dynamic profile"
+# (§8.2's lane kernels timed against their register kernel; if faster, "auto" should pick
+# them too; the stages of a whole evaluation, where ~3.3 ms of 18.0 ms per 16,384
+# chromosomes were outside the lane kernel); call 3: "lanes check ab"
 # (on an H100: issue #16's target is an H100's; identity of every kernel at the current
 # defaults; the kernels against session 13's, BASELINE = a worktree of 9e5fd8d);
 # then "memory regs" (whole evaluations of the list kernels at 500 ops, D = 2; the
@@ -256,6 +258,22 @@ tune() {  # the kernels' two knobs at 500 ops, D = 2 (list, then priority), then
   step 120 tune_kernel_2000 $PY -m eval.tune_kernel --size 2000 --devices 2 --chunks 2,8 \
     --warps 0,2,4,8 --population 2048 --repeats 3 --output "$OUT/benchmarks.md" \
     --section-title "Fused-kernel tuning, 2,000 ops, D = 2 — GPU"
+}
+
+lanes_population() {  # the list lane kernel's schedule alone at 500 ops, D = 2 from 1,024 to
+  # 65,536 chromosomes (32 to 2,048 one-warp programs): flat time per call while the SMs fill
+  # means a step waits on latency; time growing with P, that the steps share a limit (memory
+  # sectors, TLB reach): which of the two decides what a kernel change can gain
+  [ -n "$lanes_ok" ] || { echo "!!! lanes_population: the lane kernel failed, skipped"; \
+    return 1; }
+  [ -f "$OUT/benchmarks.md" ] || cp docs/benchmarks.md "$OUT/benchmarks.md"
+  local p
+  for p in 1024 4096 16384 65536; do
+    step 60 "lanes_population $p" $PY -m eval.tune_kernel --size 500 --devices 2 \
+      --states lanes --chunks 2 --warps 0 --population "$p" --repeats 5 \
+      --output "$OUT/benchmarks.md" \
+      --section-title "The list lane kernel, 500 ops, D = 2, P = $p — GPU"
+  done
 }
 
 ab() {  # this tree's kernels against an earlier commit's, on the same card in the same call:
