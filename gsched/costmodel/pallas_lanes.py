@@ -259,8 +259,7 @@ def walk_lanes(successor_ref, lane: jnp.ndarray, columns, active: jnp.ndarray, c
     inline slots, then the range of the rest in its row of ``successor_ref [P, Q]``), the rest
     ``window`` at a time (default: as many as inline) while any lane of the block has some.
     ``lower(carry, targets, valids)`` applies a group of successor slots (the inline ones,
-    then each window's; ``valids``: each is one) → ``carry`` (:func:`one_by_one` makes one
-    from a function of a single slot)."""
+    then each window's; ``valids``: each is one) → ``carry``."""
     *inline, first, last = columns
     carry = lower(carry, inline, [active] * len(inline))
     last = jnp.where(active, last, first)
@@ -273,16 +272,6 @@ def walk_lanes(successor_ref, lane: jnp.ndarray, columns, active: jnp.ndarray, c
         return q + window, lower(carry, targets, within)
 
     return lax.while_loop(lambda c: any_lane(c[0] < last), step, (first, carry))[1]
-
-
-def one_by_one(lower):
-    """:func:`walk_lanes`' ``lower`` from ``lower(carry, target, valid)``, which applies one
-    successor slot: the group's slots in order."""
-    def group(carry, targets, valids):
-        for target, valid in zip(targets, valids):
-            carry = lower(carry, target, valid)
-        return carry
-    return group
 
 
 def account_lanes(successor_ref, counts_ref, lane: jnp.ndarray, columns, device, source,

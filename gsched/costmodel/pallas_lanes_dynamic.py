@@ -55,7 +55,7 @@ from jax.experimental import pallas as pl
 from jax.experimental.pallas import triton as plt
 
 from gsched.core import fixedpoint as fp
-from gsched.costmodel.pallas_lanes import account_lanes, any_lane, one_by_one, walk_lanes
+from gsched.costmodel.pallas_lanes import account_lanes, any_lane, walk_lanes
 from gsched.costmodel.pallas_peaks import PeakOffsets
 from gsched.costmodel.schedule import TIME_LO_BITS
 
@@ -200,23 +200,28 @@ def lanes_dynamic_kernel(rows_ref, successor_ref, base_ref, size_ref, count_ref,
         entry = load(jnp.where(size > 0, heap, 0))
         return fp.Fixed(entry[0], entry[1])
 
-    def lower(carry, target, valid, end):
-        """Successor ``target`` (where ``valid``) loses a dependency and has its ready time
-        raised to ``end``; once known, it joins its stream's (pending) heap."""
+    def lower(carry, targets, valids, end):
+        """Successors ``targets`` (where ``valids``) each lose a dependency and have their
+        ready time raised to ``end``; one that becomes known joins its stream's (pending)
+        heap. An item's firing successors are distinct slots, so their states are all loaded
+        before any store or push (those touch no other successor's state): the group's round
+        trips to memory overlap."""
         sizes, tops = carry
-        valid = valid & (target >= 0)
-        at = STATE_WORDS * jnp.where(valid, target, 0)
-        word = state_ref[lane, at] - (1 << k)
-        ready = fp.maximum(fp.Fixed(state_ref[lane, at + 1], state_ref[lane, at + 2]), end)
-        for i, x in enumerate((word, ready.hi, ready.lo)):
-            plt.store(state_ref.at[lane, at + i], x, mask=valid)
-        known = valid & (word < (1 << k))
-        stream = state_ref[lane, at + 3]
-        size = pick(sizes, stream)
-        top = pick_time(tops, stream)
-        top = fp.where((size == 0) | fp.greater(top, ready), ready, top)
-        size = push(pick(base, stream), size, (ready.hi, ready.lo, target), known)
-        return put(sizes, stream, size, known), put_time(tops, stream, top, known)
+        valids = [valid & (target >= 0) for target, valid in zip(targets, valids)]
+        at = [STATE_WORDS * jnp.where(valid, target, 0) for target, valid in zip(targets, valids)]
+        states = [[state_ref[lane, a + i] for i in range(STATE_WORDS)] for a in at]
+        for target, valid, a, (word, hi, lo, stream) in zip(targets, valids, at, states):
+            word = word - (1 << k)
+            ready = fp.maximum(fp.Fixed(hi, lo), end)
+            for i, x in enumerate((word, ready.hi, ready.lo)):
+                plt.store(state_ref.at[lane, a + i], x, mask=valid)
+            known = valid & (word < (1 << k))
+            size = pick(sizes, stream)
+            top = pick_time(tops, stream)
+            top = fp.where((size == 0) | fp.greater(top, ready), ready, top)
+            size = push(pick(base, stream), size, (ready.hi, ready.lo, target), known)
+            sizes, tops = put(sizes, stream, size, known), put_time(tops, stream, top, known)
+        return sizes, tops
 
     def step(carry):
         s, free, sizes, tops, released_sizes, latest, taken, memory = carry
@@ -265,7 +270,7 @@ def lanes_dynamic_kernel(rows_ref, successor_ref, base_ref, size_ref, count_ref,
         free = put_time(free, on, end, found)
         latest = fp.where(found, fp.maximum(latest, end), latest)
         sizes, tops = walk_lanes(successor_ref, lane, (*inline, first, last), found,
-                                 (sizes, tops), one_by_one(functools.partial(lower, end=end)))
+                                 (sizes, tops), functools.partial(lower, end=end))
         if barrier:
             plt.debug_barrier()
         return (s + 1, free, sizes, tops, released_sizes, latest,
