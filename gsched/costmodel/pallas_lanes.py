@@ -45,7 +45,7 @@ The kernel's memory is the whole work: at 500 ops, ``D = 2`` (1,024 slots) a chr
 two tables, two sectors per item: at 500 ops, ``D = 2``, 14.7 ms per 16,384 chromosomes for
 the schedule against the register kernel's 28.6 ms, and 58× faster at 10,000 ops, so "auto"
 picks it on a GPU (docs/benchmarks.md). The one-sector rows (session 29) are untimed:
-``eval/device_session.sh ab`` times them against the two tables.
+``eval/device_session.sh ab_whole`` times them against the two tables.
 """
 
 from __future__ import annotations
@@ -68,10 +68,9 @@ LANES_NUM_WARPS = 1  # default warps per program: 32 chromosomes, one per thread
 # The list kernel's slot table: one row of SLOT_WORDS int32 (one 32-byte sector) per slot,
 # what a step reads of its item and what its predecessors write, then any accounting columns.
 SLOT_WORDS = 8
-WORD, READY_HI, READY_LO, DEVICES, DURATION_HI, DURATION_LO, SUCCESSOR_A, SUCCESSOR_B = range(
-    SLOT_WORDS)
+WORD, READY_HI, READY_LO = range(3)  # the columns a successor update writes (slot_table)
 INLINE = 2  # firing successors a row holds; an item with more has a range of the entry table
-MAX_DEVICES = 1 << 15  # DEVICES packs the device and the source device in 16 bits each
+MAX_DEVICES = 1 << 15  # a row packs the device and the source device in 16 bits each
 BITS = 32
 
 
@@ -231,7 +230,7 @@ def slot_table(word: jnp.ndarray, rows: jnp.ndarray) -> jnp.ndarray:
 
 
 def unpack_devices(devices: jnp.ndarray) -> tuple[jnp.ndarray, jnp.ndarray]:
-    """A slot table's ``DEVICES`` column → ``(device, source device)``."""
+    """A slot table row's fourth word → ``(device, source device)``."""
     return devices & 0xFFFF, jnp.right_shift(devices, 16)
 
 
