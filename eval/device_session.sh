@@ -23,7 +23,8 @@
 # at 500 ops and in whole evaluations; self-contained, ~6–9 min), lanes_scaling (the
 # same at 2,000 and 10,000 ops), lanes_dynamic (SPEC §8.2's schedulers with one chromosome
 # per lane, checked, then timed against their register kernel at 500 ops, D = 2; ~4–5 min)
-# and lanes_population (the list lane kernel from 1,024 to 65,536 chromosomes; ~3 min).
+# lanes_population (the list lane kernel from 1,024 to 65,536 chromosomes; ~3 min) and
+# lanes_resident (the list lane kernel with fewer programs than blocks; ~3–5 min).
 # 2026-11-26 on an H200 (session 9): "check bench train tests", then "profile go_gdp scaling".
 # 2026-11-26 on an H100 (session 13): "check tune bench profile" (333 s), then "tests go_gdp
 # scaling" (299 s; tests and go_gdp ran out of their limits, raised since). The tuning made the
@@ -60,15 +61,19 @@
 # the successor table: 1,093 -> 969 kB per whole evaluation by XLA GPU's count; untimed.
 # Session 29 (no GPU) gave the list lane kernel one 32-byte row per slot (its row and its
 # state were two tables: two sectors per item) and loads a group of successors' words before
-# their stores; untimed.
+# their stores; untimed. Session 30 (no GPU): the lane kernels' grid may have fewer programs
+# than blocks of chromosomes, each running its blocks in turn (ChromosomePerLane's programs,
+# eval.tune_kernel --programs): fewer chromosomes' memory in flight; untimed.
 # Next GPU session (the machine stays warm only ~30 s between calls: chain them at once):
-# call 1: "ab_whole lanes_population" (whole evaluations of this tree against 43fec33's and
-# 841379c's, carry=["baseline_walk", "baseline_rows"]: sessions 28's and 29's changes apart;
-# if this tree is slower than baseline_rows, revert session 29's kernel; then whether the
-# lane kernel's steps are latency- or throughput-bound); call 2: "lanes_dynamic profile"
-# (§8.2's lane kernels timed against their register kernel; if faster, "auto" should pick
-# them too; the stages of a whole evaluation, where ~3.3 ms of 18.0 ms per 16,384
-# chromosomes were outside the lane kernel); call 3: "lanes check ab"
+# call 1: "lanes_resident ab_whole" (whether fewer chromosomes in flight, their memory in L2,
+# beat all of them at once: if so, make the fastest programs the default; then whole
+# evaluations of this tree against 43fec33's and 841379c's, carry=["baseline_walk",
+# "baseline_rows"]: sessions 28's and 29's changes apart; if this tree is slower than
+# baseline_rows, revert session 29's kernel); call 2: "lanes_population profile" (whether
+# the lane kernel's steps are latency- or throughput-bound; the stages of a whole evaluation,
+# where ~3.3 ms of 18.0 ms per 16,384 chromosomes were outside the lane kernel); call 3:
+# "lanes_dynamic" (§8.2's lane kernels timed against their register kernel; if faster, "auto"
+# should pick them too); call 4: "lanes check ab"
 # (on an H100: issue #16's target is an H100's; identity of every kernel at the current
 # defaults; the kernels against session 13's, BASELINE = a worktree of 9e5fd8d);
 # then "memory regs" (whole evaluations of the list kernels at 500 ops, D = 2; the
@@ -274,6 +279,25 @@ lanes_population() {  # the list lane kernel's schedule alone at 500 ops, D = 2 
       --output "$OUT/benchmarks.md" \
       --section-title "The list lane kernel, 500 ops, D = 2, P = $p — GPU"
   done
+}
+
+lanes_resident() {  # the list lane kernel's schedule alone at 500 ops, D = 2 with fewer
+  # programs than blocks of 32 chromosomes, each running its blocks in turn (--programs; 0: one
+  # per block, 512 at 16,384, 2,048 at 65,536): at ~40 KiB per chromosome, 33 programs keep
+  # ~1,300 chromosomes' memory in flight, what a 50 MB L2 holds; 132 and 264, one and two per
+  # SM. Faster with fewer programs: the steps wait on HBM's scattered sectors, and a default
+  # below all blocks at once should follow; slower: they wait on latency, keep the default
+  [ -n "$lanes_ok" ] || { echo "!!! lanes_resident: the lane kernel failed, skipped"; \
+    return 1; }
+  [ -f "$OUT/benchmarks.md" ] || cp docs/benchmarks.md "$OUT/benchmarks.md"
+  step 150 "lanes_resident 16384" $PY -m eval.tune_kernel --size 500 --devices 2 \
+    --states lanes --chunks 2 --warps 0 --programs 0,264,132,66,33 --population 16384 \
+    --repeats 3 --output "$OUT/benchmarks.md" \
+    --section-title "The list lane kernel's programs, 500 ops, D = 2, P = 16,384 — GPU"
+  step 150 "lanes_resident 65536" $PY -m eval.tune_kernel --size 500 --devices 2 \
+    --states lanes --chunks 2 --warps 0 --programs 0,528,132,33 --population 65536 \
+    --repeats 3 --output "$OUT/benchmarks.md" \
+    --section-title "The list lane kernel's programs, 500 ops, D = 2, P = 65,536 — GPU"
 }
 
 ab() {  # this tree's kernels against an earlier commit's, on the same card in the same call:

@@ -1,5 +1,6 @@
 """The fused decode kernels' knobs, timed: successor entries per inner iteration (``chunk``),
-Triton warps per program (``num_warps``) and where the kernel keeps its lanes (``--states
+Triton warps per program (``num_warps``), the list lane kernel's programs (``--programs``:
+fewer programs than blocks of chromosomes keep fewer chromosomes' memory in flight) and where the kernel keeps its lanes (``--states
 registers,memory,lanes``: :mod:`gsched.costmodel.pallas_decode`'s kernel,
 :mod:`gsched.costmodel.pallas_memory`'s (the list scheduler only) or
 :mod:`gsched.costmodel.pallas_lanes`', one chromosome per lane; for ``--scheduler priority`` /
@@ -59,7 +60,7 @@ PARAMS = CostParams(latency=0.1, bandwidth=16384.0)
 
 
 def schedule_fn(num_devices: int, base: int, scheduler: str, chunk: int,
-                num_warps: int | None, state: str = "registers"):
+                num_warps: int | None, state: str = "registers", programs: int | None = None):
     """``(graph, keys [P, L], params) → DynamicSchedule`` with these knobs, jitted."""
 
     def fn(graph, keys, params):
@@ -67,7 +68,7 @@ def schedule_fn(num_devices: int, base: int, scheduler: str, chunk: int,
             k = k[:base]
             return fused_schedule(graph, k, decode_placement(graph, k, num_devices), params,
                                   num_devices, scheduler, chunk, num_warps=num_warps,
-                                  state=state)
+                                  state=state, programs=programs)
         return jax.vmap(one)(keys)
 
     return jax.jit(fn)
@@ -89,10 +90,11 @@ STATE_NAMES = {"registers": "lanes in registers", "memory": "lanes in memory",
                "lanes": "a chromosome per lane"}
 
 
-def _name(variant: tuple[str, int, int]) -> str:
-    """``"lanes in registers, chunk 2, warps default"``."""
-    state, chunk, warps = variant
-    return f"{STATE_NAMES[state]}, chunk {chunk}, warps {warps or 'default'}"
+def _name(variant: tuple[str, int, int, int]) -> str:
+    """``"a chromosome per lane, chunk 2, warps default, programs 64"``."""
+    state, chunk, warps, programs = variant
+    return (f"{STATE_NAMES[state]}, chunk {chunk}, warps {warps or 'default'}"
+            + (f", programs {programs}" if programs else ""))
 
 
 def _warps_rule() -> str:
@@ -112,6 +114,9 @@ def main(argv: Sequence[str] | None = None) -> None:
     p.add_argument("--chunks", type=parse_int_list, default=(1, 2, 4, 8))
     p.add_argument("--warps", type=parse_int_list, default=(0,),
                    help="Triton warps per program; 0: the kernel's default")
+    p.add_argument("--programs", type=parse_int_list, default=(0,),
+                   help="the list lane kernel's most programs, each running its blocks of "
+                        "chromosomes in turn; 0: a program per block (other states: 0 only)")
     p.add_argument("--population", type=int, default=16384)
     p.add_argument("--repeats", type=int, default=3)
     p.add_argument("--output", type=Path, default=None, help="Markdown file for the section")
@@ -119,8 +124,10 @@ def main(argv: Sequence[str] | None = None) -> None:
     p.add_argument("--whole", action="store_true",
                    help="time whole evaluations (evaluate_with_decoder; warps must be 0)")
     args = p.parse_args(argv)
-    if args.whole and any(args.warps):
-        p.error("--whole runs the decoders at their default warps: --warps 0")
+    if args.whole and any(args.warps + args.programs):
+        p.error("--whole runs the decoders at their defaults: --warps 0 --programs 0")
+    if any(args.programs) and args.scheduler != "list":
+        p.error("--programs applies to the list lane kernel: --scheduler list")
 
     graph = random_computation_graph(args.size, 0)
     bucket = bucket_for(graph)
@@ -130,17 +137,17 @@ def main(argv: Sequence[str] | None = None) -> None:
     keys = jnp.asarray(pad_keys(rng.random((args.population, graph.chromosome_length(d)),
                                            np.float32), graph, bucket, d))
     params = jax.tree.map(jnp.asarray, PARAMS)
-    variants = [(s, c, w) for s in args.states.split(",") for c in args.chunks
-                for w in args.warps]
+    variants = [(s, c, w, g) for s in args.states.split(",") for c in args.chunks
+                for w in args.warps for g in (args.programs if s == "lanes" else (0,))]
     log(f"[tune] backend {jax.default_backend()} ({jax.devices()[0].device_kind}), "
         f"{args.size} ops, D = {d}, P = {args.population}, {len(variants)} variants")
 
     fns, first_s, reference = {}, {}, None
     for v in variants:
-        state, c, w = v
+        state, c, w, g = v
         fns[v] = (evaluation_fn(d, args.scheduler, c, state) if args.whole else
                   schedule_fn(d, bucket.chromosome_length(d), args.scheduler, c, w or None,
-                              state))
+                              state, g or None))
         t0 = time.perf_counter()
         out = jax.block_until_ready(fns[v](padded, keys, params))
         first_s[v] = time.perf_counter() - t0
@@ -159,16 +166,17 @@ def main(argv: Sequence[str] | None = None) -> None:
         log(f"[tune] round {r + 1}/{args.repeats} done")
 
     steps = np.asarray(reference.num_steps if args.whole else reference.schedule.num_steps)
-    rows = ["| kernel | chunk | warps | compile s | ms/call | evals/s | µs/eval |",
-            "| --- | --- | --- | --- | --- | --- | --- |"]
+    rows = ["| kernel | chunk | warps | programs | compile s | ms/call | evals/s | µs/eval |",
+            "| --- | --- | --- | --- | --- | --- | --- | --- |"]
     best = None
     for v in variants:
-        state, c, w = v
+        state, c, w, g = v
         median = statistics.median(times[v])
         rate = args.population / median
         best = max(best or (0, None), (rate, v))
         warps = str(w) if w else "default"
-        rows.append(f"| {STATE_NAMES[state]} | {c} | {warps} | {first_s[v] - median:.1f} | "
+        rows.append(f"| {STATE_NAMES[state]} | {c} | {warps} | {g or 'one per block'} | "
+                    f"{first_s[v] - median:.1f} | "
                     f"{1e3 * median:.1f} | {rate:,.0f} | {1e6 * median / args.population:.2f} |")
         log(f"[tune] {_name(v)}: {1e3 * median:.1f} ms/call, {rate:,.0f} evals/s")
     body = "\n".join([
@@ -183,7 +191,9 @@ def main(argv: Sequence[str] | None = None) -> None:
         f"median of {args.repeats} interleaved rounds after one warm-up call. Every variant's "
         f"result is bit for bit the first one's. *warps* default: {_warps_rule()} "
         f"(registers), {MEMORY_NUM_WARPS} (memory), {LANES_NUM_WARPS} (lanes: 32 chromosomes "
-        f"per warp).",
+        f"per warp). *programs*: the lane kernel's grid, each program running its blocks of "
+        f"32 · warps chromosomes in turn (one per block: all blocks at once, as far as the GPU "
+        f"holds them).",
         *(["", "On a CPU the kernel ran in Pallas' interpreter: these timings say nothing about "
               "a GPU."] if jax.default_backend() == "cpu" else []),
         "", *rows, "",

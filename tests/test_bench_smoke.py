@@ -179,10 +179,16 @@ def test_tune_kernel_times_every_variant_and_checks_them_identical(tmp_path):
                       "--output", str(out), "--section-title", TITLE])
     text = out.read_text()
     rows = [line for line in text.splitlines() if re.match(
-        r"\| (lanes in registers|lanes in memory|a chromosome per lane) \| 3 \| (default|2) \|",
-        line)]
+        r"\| (lanes in registers|lanes in memory|a chromosome per lane) \| 3 \| (default|2) \| "
+        r"one per block \|", line)]
     assert len(rows) == 6
     assert "Pallas' interpreter" in text and "Fastest: " in text
+    # The lane kernel's programs (their blocks in turn: tests/test_pallas_lanes.py)
+    tune_kernel.main(["--size", "12", "--devices", "2", "--states", "lanes", "--chunks", "2",
+                      "--programs", "0,1", "--population", "3", "--repeats", "1", "--output",
+                      str(out), "--section-title", TITLE])
+    rows = [line for line in out.read_text().splitlines() if line.startswith("| ")][2:]
+    assert [line.split(" | ")[3] for line in rows] == ["one per block", "1"]
     tune_kernel.main(["--size", "12", "--devices", "2", "--scheduler", "fifo", "--chunks", "1,2",
                       "--population", "3", "--repeats", "1", "--output", str(out),
                       "--section-title", TITLE])
@@ -197,3 +203,5 @@ def test_tune_kernel_times_every_variant_and_checks_them_identical(tmp_path):
                           text)) == 2
     with pytest.raises(SystemExit):  # argparse: --whole runs the decoders' default warps
         tune_kernel.main(["--size", "12", "--whole", "--warps", "2"])
+    with pytest.raises(SystemExit):  # programs: the list lane kernel's
+        tune_kernel.main(["--size", "12", "--scheduler", "fifo", "--programs", "2"])

@@ -2,7 +2,8 @@
 "pallas_lanes") beyond its identity with the loop (tests/test_pallas_memory.py runs those in
 Pallas' interpreter; tests/test_pallas_decode.py checks one compile per bucket): its ready tree
 (levels, packing, lowest set bit) against NumPy, a ready tree of two levels in memory, a
-population that is not a multiple of a program's lanes, "auto" on a GPU scheduling the list
+population that is not a multiple of a program's lanes, fewer programs than blocks (each
+running its blocks in turn), "auto" on a GPU scheduling the list
 scheduler with it (§8.2's with the register kernel), and one barrier per step in its Triton
 IR (lowered on the CPU; no GPU here). Its lowering, a program per 32 chromosomes:
 tests/test_pallas_memory.py."""
@@ -17,6 +18,8 @@ import pytest
 from gsched.core.padding import Bucket, pad_graph
 from gsched.costmodel import evaluate as evaluate_module
 from gsched.costmodel.evaluate import evaluate_population, evaluate_with_decoder
+from gsched.costmodel.pallas_decode import pallas_schedule
+from gsched.costmodel.pallas_dynamic import fused_schedule
 from gsched.costmodel.pallas_lanes import (
     INLINE,
     MAX_DEVICES,
@@ -29,7 +32,7 @@ from gsched.costmodel.pallas_lanes import (
     tree_levels,
     unpack_devices,
 )
-from gsched.costmodel.schedule import inline_columns
+from gsched.costmodel.schedule import decode_placement, inline_columns
 from gsched.generators import random_computation_graph
 from tests.graphs import assert_identical, chain
 from tests.grids import slow_except
@@ -133,6 +136,41 @@ def test_populations_that_do_not_fill_a_program(population):
     want, got = (evaluate_with_decoder(padded, keys, PARAMS, num_devices=2, decoder=decoder)
                  for decoder in ("loop", "pallas_lanes"))
     assert_identical(want, got)
+
+
+def test_fewer_programs_run_their_blocks_in_turn():
+    # 100 chromosomes, blocks of 32: four blocks (the last one padded). With 3 programs the
+    # first runs blocks 0 and 3; with 1, all four in turn. The schedules are the default's,
+    # a program per block, which the other tests check against the loop.
+    rng = np.random.default_rng(5)
+    graph = random_computation_graph(25, rng)
+    keys = tie_keys(rng, graph, 100, 2)
+    padded = jax.tree.map(jnp.asarray, pad_graph(graph, BUCKET))
+    base = BUCKET.chromosome_length(2)
+
+    def schedules(programs):
+        def one(k):
+            placement = decode_placement(padded, k[:base], 2)
+            return pallas_schedule(padded, k[:base], placement, PARAMS, 2, state="lanes",
+                                   programs=programs)
+        return jax.jit(jax.vmap(one))(jnp.asarray(keys))
+
+    want = schedules(None)
+    for programs in (3, 1):
+        jax.tree.map(np.testing.assert_array_equal, want, schedules(programs))
+
+
+def test_programs_are_the_lane_kernels_alone():
+    graph = pad_graph(random_computation_graph(6, np.random.default_rng(6)), BUCKET)
+    keys = jnp.zeros(BUCKET.chromosome_length(2), jnp.float32)
+    placement = decode_placement(graph, keys, 2)
+    with pytest.raises(ValueError, match="programs applies to the 'lanes' kernel, not "
+                                         "'registers'"):
+        pallas_schedule(graph, keys, placement, PARAMS, 2, programs=4)
+    with pytest.raises(ValueError, match="the list lane kernel, not 'fifo'"):
+        fused_schedule(graph, keys, placement, PARAMS, 2, "fifo", state="lanes", programs=4)
+    with pytest.raises(ValueError, match="programs must be at least 1, got 0"):
+        pallas_schedule(graph, keys, placement, PARAMS, 2, state="lanes", programs=0)
 
 
 def test_auto_on_a_gpu_schedules_the_list_scheduler_one_chromosome_per_lane(monkeypatch):

@@ -272,7 +272,7 @@ def positions(slots: Slots, order: jnp.ndarray, taken: jnp.ndarray) -> jnp.ndarr
 def pallas_schedule(graph: PaddedGraph, keys: jnp.ndarray, placement: Placement,
                     params: CostParams, num_devices: int, chunk: int = KERNEL_CHUNK,
                     interpret: bool | None = None, num_warps: int | None = None,
-                    state: str = "registers") -> Schedule:
+                    state: str = "registers", programs: int | None = None) -> Schedule:
     """One chromosome's list schedule (no batch axis; ``jax.vmap`` makes the population the
     kernel's grid), bit for bit the loop decoder's :class:`Schedule`.
 
@@ -282,11 +282,14 @@ def pallas_schedule(graph: PaddedGraph, keys: jnp.ndarray, placement: Placement,
     :func:`default_num_warps` of the width run); ``state``: where the kernel keeps its lanes,
     ``"registers"`` (this module's kernel), ``"memory"``
     (:mod:`gsched.costmodel.pallas_memory`'s) or ``"lanes"`` (one chromosome per lane,
-    :mod:`gsched.costmodel.pallas_lanes`)."""
+    :mod:`gsched.costmodel.pallas_lanes`); ``programs``: the lane kernel's most programs
+    (:class:`~gsched.costmodel.pallas_lanes.ChromosomePerLane`; default one per block)."""
     check_scheduling_state(state)
+    if programs is not None and state != "lanes":
+        raise ValueError(f"programs applies to the 'lanes' kernel, not {state!r}")
     return at_running_width(_list_schedule, graph, keys, placement, params, num_devices,
                             chunk=chunk, interpret=interpret, num_warps=num_warps,
-                            state=state)[0]
+                            state=state, programs=programs)[0]
 
 
 def check_scheduling_state(state: str, purpose: str = "") -> None:
@@ -344,9 +347,11 @@ def walked(branch, steps_of=lambda schedule: schedule):
 def _list_schedule(graph: PaddedGraph, keys: jnp.ndarray, placement: Placement,
                    params: CostParams, *, width: int, num_devices: int, chunk: int,
                    interpret: bool | None, num_warps: int | None, state: str,
-                   peaks: bool = False):
+                   peaks: bool = False, programs: int | None = None):
     """``(schedule, memory profile or None)`` of the list kernel at ``state`` and ``width``
-    (with ``peaks``, the kernel accounting as it schedules; the TPU kernel always does)."""
+    (with ``peaks``, the kernel accounting as it schedules; the TPU kernel always does;
+    ``programs``: the lane kernel's, :class:`~gsched.costmodel.pallas_lanes.
+    ChromosomePerLane`)."""
     # The lane kernel's rows hold INLINE successors whatever its window (its slot table).
     slots, k, rows, unit, runtime_bound = list_inputs(
         graph, keys, placement, params, num_devices, chunk, width,
@@ -361,7 +366,7 @@ def _list_schedule(graph: PaddedGraph, keys: jnp.ndarray, placement: Placement,
         layout = ProgramPerChromosome(num_warps)
         kernel, static = _list_kernel, {}
     elif state == "lanes":
-        layout = ChromosomePerLane(list_lanes_memory, num_warps)
+        layout = ChromosomePerLane(list_lanes_memory, num_warps, programs)
         kernel, static = lanes_list_kernel, peak_kwargs
     elif state == "tpu":
         if not _interpreted(interpret):

@@ -174,16 +174,21 @@ def _dynamic_schedule(graph: PaddedGraph, keys: jnp.ndarray, placement: Placemen
 def fused_schedule(graph: PaddedGraph, keys: jnp.ndarray, placement: Placement,
                    params: CostParams, num_devices: int, scheduler: str, chunk: int = KERNEL_CHUNK,
                    interpret: bool | None = None, num_warps: int | None = None,
-                   state: str = "registers") -> DynamicSchedule:
+                   state: str = "registers", programs: int | None = None) -> DynamicSchedule:
     """The fused kernel of ``scheduler``: :func:`pallas_dynamic_schedule` for ``"priority"`` /
     ``"fifo"``, :func:`~gsched.costmodel.pallas_decode.pallas_schedule` for ``"list"`` (its
     schedule with ``start`` / ``end`` None: the list scheduler keeps no times). ``state``:
     ``"memory"`` runs the list scheduler's :mod:`gsched.costmodel.pallas_memory` kernel (the
     list scheduler only); ``"lanes"`` the one-chromosome-per-lane kernels
-    (:mod:`gsched.costmodel.pallas_lanes`, :mod:`gsched.costmodel.pallas_lanes_dynamic`)."""
+    (:mod:`gsched.costmodel.pallas_lanes`, :mod:`gsched.costmodel.pallas_lanes_dynamic`);
+    ``programs``: the list lane kernel's most programs (:func:`~gsched.costmodel.
+    pallas_decode.pallas_schedule`)."""
     if scheduler == "list":
         return DynamicSchedule(pallas_schedule(graph, keys, placement, params, num_devices,
-                                               chunk, interpret, num_warps, state), None, None)
+                                               chunk, interpret, num_warps, state, programs),
+                               None, None)
+    if programs is not None:
+        raise ValueError(f"programs applies to the list lane kernel, not {scheduler!r}")
     check_event_driven_state(state, scheduler)
     return pallas_dynamic_schedule(graph, keys, placement, params, num_devices, scheduler,
                                    chunk, interpret, num_warps, state)

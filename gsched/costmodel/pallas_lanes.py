@@ -45,7 +45,10 @@ The kernel's memory is the whole work: at 500 ops, ``D = 2`` (1,024 slots) a chr
 two tables, two sectors per item: at 500 ops, ``D = 2``, 14.7 ms per 16,384 chromosomes for
 the schedule against the register kernel's 28.6 ms, and 58× faster at 10,000 ops, so "auto"
 picks it on a GPU (docs/benchmarks.md). The one-sector rows (session 29) are untimed:
-``eval/device_session.sh ab_whole`` times them against the two tables.
+``eval/device_session.sh ab_whole`` times them against the two tables. So is a grid of fewer
+programs than blocks, each running its blocks in turn (:class:`ChromosomePerLane`'s
+``programs``): fewer chromosomes' memory in flight, which may then stay in L2
+(``eval/device_session.sh lanes_resident``).
 """
 
 from __future__ import annotations
@@ -112,8 +115,10 @@ def ready_tree(word: jnp.ndarray, k: int) -> tuple[jnp.ndarray, jnp.ndarray]:
 
 
 def lanes_list_kernel(successor_ref, top_ref, count_ref, *refs, num_devices: int, chunk: int,
-                      k: int, block: int, barrier: bool, peaks: PeakOffsets | None = None):
-    """A block of ``block`` chromosomes' list schedules, one per lane. Whole-batch refs:
+                      k: int, lane: jnp.ndarray, barrier: bool,
+                      peaks: PeakOffsets | None = None):
+    """A block of chromosomes' list schedules, one per lane (``lane [block]``: their indices in
+    the batch, :class:`ChromosomePerLane`'s). Whole-batch refs:
     ``successor [P, Q]``, ``top`` and ``count [P]``, then the ``table [P, V_p, C]``
     (:func:`slot_table`) and ``tree [P, Σ tree_levels(V_p)]`` inputs (aliased to the last
     outputs, their memory, used through those) → ``order [V_p, P]`` (the slot taken at each
@@ -134,8 +139,7 @@ def lanes_list_kernel(successor_ref, top_ref, count_ref, *refs, num_devices: int
     for words in tree_levels(width):
         offsets.append(at)
         at += words
-    lane = pl.program_id(0) * block + lax.broadcasted_iota(jnp.int32, (block,), 0)
-    zero = jnp.zeros((block,), jnp.int32)
+    zero = jnp.zeros_like(lane)
 
     def take(top, active):
         """Finds and clears each active lane's best ready slot → ``(slot, top)``."""
@@ -315,17 +319,23 @@ def list_lanes_memory(word, rows, successor, count, *, k: int, num_devices: int,
 @dataclasses.dataclass(frozen=True)
 class ChromosomePerLane:
     """A kernel layout (:func:`~gsched.costmodel.pallas_decode.batched_kernel`'s ``layout``):
-    one ``pallas_call`` over the batch, a program running ``32 · num_warps`` chromosomes (the
-    batch padded to a multiple with chromosomes that have nothing to run), one per lane.
-    ``memory(word, rows, successor, count, k=, **params)`` (:func:`list_lanes_memory`,
+    one ``pallas_call`` over the batch, a *block* of ``32 · num_warps`` chromosomes at a time
+    per program (the batch padded to a multiple with chromosomes that have nothing to run), one
+    per lane. ``memory(word, rows, successor, count, k=, **params)`` (:func:`list_lanes_memory`,
     :func:`~gsched.costmodel.pallas_lanes_dynamic.dynamic_lanes_memory`) builds the kernel's
     inputs and the arrays it works in, aliased to its last outputs: the kernel (given
-    ``block`` and ``barrier``) sees those inputs, those arrays (unused: their outputs are their
-    memory), the per-step outputs ``[width, P]`` (step-major), ``tail [tail, P]``, then the
-    arrays."""
+    ``lane [block]``, the block's chromosomes, and ``barrier``) sees those inputs, those arrays
+    (unused: their outputs are their memory), the per-step outputs ``[width, P]``
+    (step-major), ``tail [tail, P]``, then the arrays.
+
+    ``programs``: at most this many programs, each running blocks ``b``, ``b + programs``,
+    ... in turn (default: a program per block). Fewer programs keep fewer chromosomes' memory
+    in flight (at 500 ops, ``D = 2``, ~40 KiB each: ~1,300 of them fill a 50 MB L2) at the
+    cost of fewer lanes hiding each other's latency."""
 
     memory: Callable
     num_warps: int | None = None
+    programs: int | None = None
 
     def __call__(self, kernel, width: int, k: int, interpret: bool, per_step: int, tail: int,
                  params: dict):
@@ -333,6 +343,8 @@ class ChromosomePerLane:
         outputs [P, width], tail [P, tail])``."""
         num_warps = self.num_warps or LANES_NUM_WARPS
         block = 32 * num_warps
+        if self.programs is not None and self.programs < 1:
+            raise ValueError(f"programs must be at least 1, got {self.programs}")
 
         def run(word, rows, successor, count):
             batch = word.shape[0]
@@ -344,14 +356,17 @@ class ChromosomePerLane:
             count = jnp.pad(count, (0, pad))
             fixed, arrays = self.memory(word, rows, successor, count, k=k, **params)
             total = batch + pad
+            blocks = total // block
+            programs = min(self.programs or blocks, blocks)
             inputs = (*fixed, *arrays)
             first = len(fixed)  # the first aliased input
             outputs = (*[jax.ShapeDtypeStruct((width, total), jnp.int32)] * per_step,
                        jax.ShapeDtypeStruct((tail, total), jnp.int32),
                        *(jax.ShapeDtypeStruct(x.shape, jnp.int32) for x in arrays))
             *steps, last = pl.pallas_call(
-                functools.partial(kernel, block=block, barrier=not interpret),
-                grid=(total // block,),
+                functools.partial(blocks_in_turn, kernel, block=block, blocks=blocks,
+                                  programs=programs, barrier=not interpret),
+                grid=(programs,),
                 out_shape=outputs,
                 input_output_aliases={first + i: per_step + 1 + i for i in range(len(arrays))},
                 interpret=interpret,
@@ -361,3 +376,19 @@ class ChromosomePerLane:
             return (*(x.T[:batch] for x in steps), last.T[:batch])
 
         return run
+
+
+def blocks_in_turn(kernel, *refs, block: int, blocks: int, programs: int, barrier: bool):
+    """One program of :class:`ChromosomePerLane`'s grid of ``programs``: ``kernel(*refs,
+    lane=, barrier=)`` on its blocks of ``block`` chromosomes, ``program_id``,
+    ``program_id + programs``, ... below ``blocks``, one after the other."""
+    within = lax.broadcasted_iota(jnp.int32, (block,), 0)
+    if programs == blocks:  # one block each
+        kernel(*refs, lane=pl.program_id(0) * block + within, barrier=barrier)
+        return
+
+    def one(b):
+        kernel(*refs, lane=b * block + within, barrier=barrier)
+        return b + programs
+
+    lax.while_loop(lambda b: b < blocks, one, pl.program_id(0))

@@ -51,7 +51,6 @@ import functools
 import jax
 import jax.numpy as jnp
 from jax import lax
-from jax.experimental import pallas as pl
 from jax.experimental.pallas import triton as plt
 
 from gsched.core import fixedpoint as fp
@@ -104,9 +103,11 @@ def dynamic_lanes_memory(word, rows, successor, count, *, k: int, num_devices: i
 
 
 def lanes_dynamic_kernel(rows_ref, successor_ref, base_ref, size_ref, count_ref, *refs,
-                         num_devices: int, fifo: bool, chunk: int, k: int, block: int,
+                         num_devices: int, fifo: bool, chunk: int, k: int, lane: jnp.ndarray,
                          barrier: bool, peaks: PeakOffsets | None = None):
-    """A block of ``block`` chromosomes' ``"priority"`` / ``"fifo"`` schedules, one per lane.
+    """A block of chromosomes' ``"priority"`` / ``"fifo"`` schedules, one per lane (``lane
+    [block]``: their indices in the batch, :class:`~gsched.costmodel.pallas_lanes.
+    ChromosomePerLane`'s).
     Whole-batch refs: ``rows [P, V_p, 4 + chunk + 2]`` (stream, source device, duration hi,
     lo, successor columns by slot), ``successor [P, Q]``, ``base`` / ``size [P, 2·D]`` and
     ``count [P]`` (:func:`dynamic_lanes_memory`), the state and heap inputs (aliased to the
@@ -123,8 +124,7 @@ def lanes_dynamic_kernel(rows_ref, successor_ref, base_ref, size_ref, count_ref,
     width = order_ref.shape[0]
     streams = 2 * num_devices
     released_at = 0 if fifo else width  # where the released heaps start
-    lane = pl.program_id(0) * block + lax.broadcasted_iota(jnp.int32, (block,), 0)
-    zero = jnp.zeros((block,), jnp.int32)
+    zero = jnp.zeros_like(lane)
     base = [base_ref[lane, s] for s in range(streams)]
 
     def pick(values, index):
