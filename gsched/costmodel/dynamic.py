@@ -238,13 +238,15 @@ def dynamic_result(tables: DynamicTables, final: DynamicState) -> DynamicSchedul
 
 def timed_schedule(position: jnp.ndarray, num_steps: jnp.ndarray, free: fp.Fixed,
                    begin: fp.Fixed, duration: fp.Fixed, unit: jnp.ndarray,
-                   runtime_bound: jnp.ndarray) -> DynamicSchedule:
-    """:func:`~gsched.costmodel.schedule.schedule_from_positions` with each item's start and
-    end time (``begin`` / ``duration [V]``, fixed point; −1 for items never started)."""
+                   runtime_bound: jnp.ndarray, order: jnp.ndarray | None = None
+                   ) -> DynamicSchedule:
+    """:func:`~gsched.costmodel.schedule.schedule_from_positions` (``order`` too) with each
+    item's start and end time (``begin`` / ``duration [V]``, fixed point; −1 for items never
+    started)."""
     started = position >= 0
     finish = fp.add(begin, duration, TIME_LO_BITS)
     return DynamicSchedule(
-        schedule_from_positions(position, num_steps, free, unit, runtime_bound),
+        schedule_from_positions(position, num_steps, free, unit, runtime_bound, order),
         jnp.where(started, fp.to_float(begin, unit, TIME_LO_BITS), -1.0),
         jnp.where(started, fp.to_float(finish, unit, TIME_LO_BITS), -1.0),
     )

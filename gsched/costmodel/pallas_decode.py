@@ -260,13 +260,22 @@ def list_inputs(graph: PaddedGraph, keys: jnp.ndarray, placement: Placement,
     return slots, k, rows, unit, runtime_bound
 
 
-def positions(slots: Slots, order: jnp.ndarray, taken: jnp.ndarray) -> jnp.ndarray:
-    """``[V]`` each item's step (−1 if never taken) from a kernel's ``order [V_p]`` (the slot
-    taken at each step ``< taken``; unwritten after)."""
-    step = jnp.arange(order.shape[0], dtype=jnp.int32)
-    v = slots.slot.shape[0]
-    return jnp.full(v, -1, jnp.int32).at[jnp.where(step < taken, slots.item[order], v)].set(
-        step, mode="drop")
+def positions(slots: Slots, order: jnp.ndarray, taken: jnp.ndarray
+              ) -> tuple[jnp.ndarray, jnp.ndarray]:
+    """A kernel's ``order [V_p]`` (the slot taken at each step ``< taken``; unwritten after)
+    by item → ``(position [V]``: each item's step, −1 if never taken; ``items [V]``: the item
+    taken at each step, −1 past ``taken``), :func:`~gsched.costmodel.schedule.
+    schedule_from_positions`' two views of the order. The items by step are a gather of the
+    kernel's order: one scatter by item (the positions), not a second one back by step."""
+    vp, v = order.shape[0], slots.slot.shape[0]
+    step = jnp.arange(vp, dtype=jnp.int32)
+    done = step < taken
+    slot = jnp.where(done, order, 0)
+    items = jnp.where(done, slots.item[slot], -1)
+    position = jnp.full(v, -1, jnp.int32).at[jnp.where(done, items, v)].set(step, mode="drop")
+    # A width can exceed V (a power of two), but no more than V items are taken.
+    items = jnp.pad(items, (0, max(0, v - vp)), constant_values=-1)[:v]
+    return position, items
 
 
 def pallas_schedule(graph: PaddedGraph, keys: jnp.ndarray, placement: Placement,
@@ -385,8 +394,9 @@ def _list_schedule(graph: PaddedGraph, keys: jnp.ndarray, placement: Placement,
                                      slots.count[None]))
     taken = tail[2]
     # The makespan (hi, lo) as the one end time: the last end is its maximum.
-    schedule = schedule_from_positions(positions(slots, order, taken), taken,
-                                       fp.Fixed(tail[:1], tail[1:2]), unit, runtime_bound)
+    position, items = positions(slots, order, taken)
+    schedule = schedule_from_positions(position, taken, fp.Fixed(tail[:1], tail[1:2]), unit,
+                                       runtime_bound, order=items)
     if not peaks:
         return schedule, None
     return schedule, memory_profile(fp.Fixed(tail[4::2], tail[5::2]), memory_unit,

@@ -159,12 +159,12 @@ def _dynamic_schedule(graph: PaddedGraph, keys: jnp.ndarray, placement: Placemen
     order, start_hi, start_lo, tail = (x[0] for x in run(
         slots.word[None], rows[None], table[None], slots.count[None], *lane_state))
     taken = tail[2]
-    position = positions(slots, order, taken)  # by item
+    position, items = positions(slots, order, taken)  # by item; by step
     at = jnp.maximum(position, 0)
     begin = fp.Fixed(jnp.where(position >= 0, start_hi[at], 0),
                      jnp.where(position >= 0, start_lo[at], 0))
     schedule = timed_schedule(position, taken, fp.Fixed(tail[:1], tail[1:2]), begin, duration,
-                              unit, runtime_bound)
+                              unit, runtime_bound, order=items)
     if not peaks:
         return schedule, None
     return schedule, memory_profile(fp.Fixed(tail[4::2], tail[5::2]), memory_unit,

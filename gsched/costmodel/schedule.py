@@ -564,12 +564,16 @@ def schedule_result(tables: ScheduleTables, final: ScheduleState) -> Schedule:
 
 
 def schedule_from_positions(position: jnp.ndarray, num_steps: jnp.ndarray, free: fp.Fixed,
-                            unit: jnp.ndarray, runtime_bound: jnp.ndarray) -> Schedule:
+                            unit: jnp.ndarray, runtime_bound: jnp.ndarray,
+                            order: jnp.ndarray | None = None) -> Schedule:
     """A :class:`Schedule` from each item's step (``position [V]``, −1 if never scheduled),
-    the steps taken and the end times ``free [S]`` whose maximum is the makespan."""
+    the steps taken and the end times ``free [S]`` whose maximum is the makespan; ``order
+    [V]``, the item at each step (−1 past ``num_steps``), when the caller has it (else
+    scattered from ``position``)."""
     v = position.shape[0]
-    order = jnp.full(v + 1, -1, jnp.int32).at[jnp.where(position >= 0, position, v)].set(
-        jnp.arange(v, dtype=jnp.int32))[:v]
+    if order is None:
+        order = jnp.full(v + 1, -1, jnp.int32).at[jnp.where(position >= 0, position, v)].set(
+            jnp.arange(v, dtype=jnp.int32))[:v]
     makespan = fp.masked_max(free, jnp.ones(free.hi.shape, bool), axis=0)  # last end
     return Schedule(order, position, num_steps, fp.to_float(makespan, unit, TIME_LO_BITS),
                     runtime_bound)
