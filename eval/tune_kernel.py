@@ -1,7 +1,8 @@
 """The fused decode kernels' knobs, timed: successor entries per inner iteration (``chunk``),
 Triton warps per program (``num_warps``), the list lane kernel's programs (``--programs``:
-fewer programs than blocks of chromosomes keep fewer chromosomes' memory in flight) and where the kernel keeps its lanes (``--states
-registers,memory,lanes``: :mod:`gsched.costmodel.pallas_decode`'s kernel,
+fewer programs than blocks of chromosomes keep fewer chromosomes' memory in flight) and where
+the kernel keeps its lanes (``--states registers,memory,lanes``:
+:mod:`gsched.costmodel.pallas_decode`'s kernel,
 :mod:`gsched.costmodel.pallas_memory`'s (the list scheduler only) or
 :mod:`gsched.costmodel.pallas_lanes`', one chromosome per lane; for ``--scheduler priority`` /
 ``fifo``, :mod:`gsched.costmodel.pallas_dynamic`'s and :mod:`gsched.costmodel.
