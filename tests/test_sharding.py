@@ -53,7 +53,8 @@ print("BATCH_SHARDED_OK")
 
 @pytest.mark.subprocess
 def test_sharded_population_matches_unsharded():
-    env = dict(os.environ, XLA_FLAGS="--xla_force_host_platform_device_count=2",
+    env = dict(os.environ, XLA_FLAGS=os.environ.get("XLA_FLAGS", "")
+               + " --xla_force_host_platform_device_count=2",
                JAX_PLATFORMS="cpu")
     root = Path(__file__).resolve().parents[1]
     out = subprocess.run([sys.executable, "-c", SCRIPT], cwd=root, env=env,

@@ -261,7 +261,8 @@ print("ROWS=" + json.dumps(rows))
 def test_sharded_sweep_matches_unsharded(finished, tmp_path):
     """The fixture's unsharded random-search rows, again with each batch of 2 graphs split
     over 2 forced CPU devices (a subprocess: the device count is fixed when JAX starts)."""
-    env = dict(os.environ, XLA_FLAGS="--xla_force_host_platform_device_count=2",
+    env = dict(os.environ, XLA_FLAGS=os.environ.get("XLA_FLAGS", "")
+               + " --xla_force_host_platform_device_count=2",
                JAX_PLATFORMS="cpu", PYTHONPATH=str(ROOT))
     out = subprocess.run([sys.executable, "-c", SHARDED, str(tmp_path), str(ROOT / "tests")],
                          cwd=ROOT, env=env, capture_output=True, text=True, timeout=600)

@@ -490,7 +490,8 @@ print("SHARDED_TRAINING_OK")
 def test_data_parallel_training_on_two_host_devices(tmp_path, reference):
     """Sharded over 2 devices, 5 steps + resume for 5 ≈ the 1-device reference run."""
     np.savez(tmp_path / "ref.npz", **{f"a{i}": x for i, x in enumerate(arrays(reference[0]))})
-    env = dict(os.environ, XLA_FLAGS="--xla_force_host_platform_device_count=2",
+    env = dict(os.environ, XLA_FLAGS=os.environ.get("XLA_FLAGS", "")
+               + " --xla_force_host_platform_device_count=2",
                JAX_PLATFORMS="cpu")
     root = Path(__file__).resolve().parents[1]
     out = subprocess.run([sys.executable, "-c", SHARDED, str(tmp_path / "ref.npz")], cwd=root,
