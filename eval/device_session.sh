@@ -219,8 +219,10 @@ train() {  # the paper-scale configs as far as the time allows (step rate, first
     --run-dir runs/topoformer_full_gpu --overwrite data.val_graphs=8 log_every=5
 }
 
-tests() {  # the interpret-mode identity tests, compiled for the GPU this time
-  step 240 pallas_tests $PY -m pytest -q -x -p no:cacheprovider -W ignore::DeprecationWarning \
+tests() {  # the interpret-mode identity tests, compiled for the GPU this time, at XLA's default
+  # optimization level (tests/conftest.py lowers it unless XLA_FLAGS names one)
+  XLA_FLAGS="--xla_backend_optimization_level=3" step 240 pallas_tests $PY -m pytest -q -x \
+    -p no:cacheprovider -W ignore::DeprecationWarning \
     tests/test_pallas_decode.py
 }
 
