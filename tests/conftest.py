@@ -6,9 +6,9 @@ from __future__ import annotations
 import os
 
 # Before JAX starts its backend: XLA:CPU without LLVM's optimizations. Compiling is most of
-# the suite's time and this makes it ~25 % faster (docs/benchmarks.md, "`make test` on two
-# cores"); the programs compute the same (no fast math either way), only slower to run, which
-# the tests' small graphs do not notice.
+# the suite's time and this makes it ~40 % faster (docs/benchmarks.md, "The tests compile
+# without LLVM's optimizations"); the programs compute the same (no fast math either way),
+# only slower to run, which the tests' small graphs do not notice.
 TEST_XLA_FLAG = "--xla_backend_optimization_level=0"
 if "xla_backend_optimization_level" not in os.environ.get("XLA_FLAGS", ""):
     os.environ["XLA_FLAGS"] = f"{os.environ.get('XLA_FLAGS', '')} {TEST_XLA_FLAG}".strip()

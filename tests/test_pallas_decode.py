@@ -23,6 +23,7 @@ from gsched.costmodel.host import item_to_tuple
 from gsched.costmodel.pallas_decode import (
     active_entries,
     default_num_warps,
+    inclusive_count,
     lane_width_index,
     lane_widths,
     pallas_applies,
@@ -277,6 +278,15 @@ def test_a_chain_across_devices_runs_at_full_width():
     got = compare(pad_graph(graph, bucket), keys, 2, pinned=pinned)
     assert (np.asarray(got.num_steps) == 2 * n - 1).all()
     assert int(lane_width_index(jnp.asarray([2 * n - 1]), lane_widths(64))) == 0
+
+
+def test_inclusive_count_is_the_cumulative_sum_by_words():
+    rng = np.random.default_rng(61)
+    for size in (1, 31, 32, 33, 64, 95, 5120):  # part of a word, whole words, and a word more
+        for fraction in (0.0, 0.4, 1.0):
+            flags = rng.random(size) < fraction
+            got = np.asarray(inclusive_count(jnp.asarray(flags)))
+            assert got.dtype == np.int32 and (got == np.cumsum(flags)).all(), (size, fraction)
 
 
 @pytest.mark.parametrize("d", [1, 2, 3])

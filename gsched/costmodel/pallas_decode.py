@@ -159,7 +159,7 @@ def ranked_slots(graph: PaddedGraph, keys: jnp.ndarray, placement: Placement,
     real = lane < count
     # The running items by item index, then sorted. Padding lanes get the lowest priority,
     # 0, and come after every real item of that priority (ties by lane = by item index).
-    item = jnp.zeros(vp, jnp.int32).at[jnp.where(runs, jnp.cumsum(runs) - 1, vp)].set(
+    item = jnp.zeros(vp, jnp.int32).at[jnp.where(runs, inclusive_count(runs) - 1, vp)].set(
         jnp.arange(v, dtype=jnp.int32), mode="drop")
     priority = jnp.where(real, item_priorities(keys, n, num_devices)[item], 0.0)
     _, by_priority = rank_items(priority, real & first_items(graph, num_devices)[item])
@@ -231,7 +231,7 @@ def active_entries(graph: PaddedGraph, placement: Placement, slot: jnp.ndarray,
         entry_activation[:base] == owner_device,
         ((entry_activation[base:] == jnp.arange(d, dtype=jnp.int32)[:, None])
          & exists.T).reshape(-1)])  # [base + D·E]: op entries, then consumers per device
-    position = jnp.cumsum(fires, dtype=jnp.int32)
+    position = inclusive_count(fires)
     before = jnp.concatenate([jnp.zeros(1, jnp.int32), position])  # firing entries before each
     item = jnp.concatenate([entry_item[:base], jnp.tile(entry_item[base:], d)])
     size = entry_item.shape[0]
@@ -241,6 +241,22 @@ def active_entries(graph: PaddedGraph, placement: Placement, slot: jnp.ndarray,
     shift = jnp.concatenate([jnp.zeros(n, jnp.int32),
                              jnp.tile(jnp.arange(d, dtype=jnp.int32) * e, t)])
     return successor, before[start + shift], before[end + shift]
+
+
+def inclusive_count(flags: jnp.ndarray) -> jnp.ndarray:
+    """``jnp.cumsum(flags)`` of a boolean ``[F]`` as int32, by 32-bit words: a prefix sum over
+    ``F / 32`` popcounts, then each entry's count within its word. On a GPU XLA writes a long
+    ``cumsum`` as a two-level ``reduce_window`` over the whole row; this reads the flags once
+    and fuses the rest into the consumers."""
+    size = flags.shape[0]
+    words = -(-size // 32)
+    bits = jnp.pad(flags, (0, 32 * words - size)).reshape(words, 32).astype(jnp.uint32)
+    word = jnp.sum(bits << jnp.arange(32, dtype=jnp.uint32), axis=1, dtype=jnp.uint32)
+    before = jnp.cumsum(lax.population_count(word).astype(jnp.int32)) - lax.population_count(
+        word).astype(jnp.int32)  # [words] set bits in the words before
+    upto = (jnp.uint32(2) << jnp.arange(32, dtype=jnp.uint32)) - jnp.uint32(1)  # bits 0..i
+    within = lax.population_count(word[:, None] & upto[None, :]).astype(jnp.int32)
+    return (before[:, None] + within).reshape(-1)[:size]
 
 
 def list_inputs(graph: PaddedGraph, keys: jnp.ndarray, placement: Placement,
