@@ -1,7 +1,9 @@
-"""Graphs and paths the tests share (one definition each; fixtures in ``conftest.py``)."""
+"""Graphs, paths and the subprocess environment the tests share (one definition each;
+fixtures in ``conftest.py``)."""
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 import numpy as np
@@ -42,3 +44,13 @@ def chain(n: int) -> Graph:
                       tensor_producer=np.arange(n - 1), tensor_size=np.full(n - 1, 4.0),
                       tensor_is_control=np.zeros(n - 1, bool), edge_tensor=np.arange(n - 1),
                       edge_consumer=np.arange(1, n))
+
+
+def subprocess_env(host_devices: int | None = None, **extra: str) -> dict[str, str]:
+    """This process's environment for a Python subprocess, with ``extra`` set: ``XLA_FLAGS``
+    keeps the tests' flags (``conftest.py``) but any forced device count, then forces
+    ``host_devices`` CPU devices if given (one device per process if not)."""
+    flags = [flag for flag in os.environ.get("XLA_FLAGS", "").split() if "device_count" not in flag]
+    if host_devices is not None:
+        flags.append(f"--xla_force_host_platform_device_count={host_devices}")
+    return dict(os.environ, XLA_FLAGS=" ".join(flags), **extra)

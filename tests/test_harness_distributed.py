@@ -4,7 +4,6 @@ table equals a one-process run of the same config, and ``--resume`` afterwards r
 """
 
 import json
-import os
 import socket
 import subprocess
 import sys
@@ -15,6 +14,7 @@ import pytest
 from gsched.harness.config import load_config
 from gsched.harness.results import IDENTITY, read_rows
 from gsched.harness.run import run_sweep
+from tests.graphs import subprocess_env
 
 ROOT = Path(__file__).resolve().parents[1]
 FIELDS = IDENTITY + ("value", "feasible", "peak_memory", "runtime", "device_peaks",
@@ -82,9 +82,7 @@ def _two_processes(logs: Path, *argv: str) -> list[dict]:
     """Runs ``python -m eval.sweep argv`` as processes 0 and 1 of a ``jax.distributed`` job;
     returns each one's printed result, its ``optimize`` calls and its log (stderr)."""
     port = str(_free_port())
-    env = dict(os.environ, JAX_PLATFORMS="cpu", PYTHONPATH=str(ROOT))
-    env["XLA_FLAGS"] = " ".join(flag for flag in env.get("XLA_FLAGS", "").split()
-                                if "device_count" not in flag)  # one CPU device per process
+    env = subprocess_env(JAX_PLATFORMS="cpu", PYTHONPATH=str(ROOT))  # one CPU device each
     logs.mkdir()
     procs = []
     for i in range(2):  # output to files: a full pipe must not block a process at a barrier

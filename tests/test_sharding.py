@@ -5,12 +5,13 @@ as ``optimize(..., mesh=)`` traces a search: one ``shard_map``ped schedule loop 
 Runs in a subprocess: the host device count must be set before JAX starts.
 """
 
-import os
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
+
+from tests.graphs import subprocess_env
 
 SCRIPT = """
 import jax, numpy as np
@@ -53,9 +54,7 @@ print("BATCH_SHARDED_OK")
 
 @pytest.mark.subprocess
 def test_sharded_population_matches_unsharded():
-    env = dict(os.environ, XLA_FLAGS=os.environ.get("XLA_FLAGS", "")
-               + " --xla_force_host_platform_device_count=2",
-               JAX_PLATFORMS="cpu")
+    env = subprocess_env(2, JAX_PLATFORMS="cpu")
     root = Path(__file__).resolve().parents[1]
     out = subprocess.run([sys.executable, "-c", SCRIPT], cwd=root, env=env,
                          capture_output=True, text=True, timeout=300)

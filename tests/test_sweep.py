@@ -7,7 +7,6 @@ file compiles random search twice (one per objective).
 
 import copy
 import json
-import os
 import subprocess
 import sys
 import tomllib
@@ -23,6 +22,7 @@ from gsched.harness.results import IDENTITY, read_rows
 from gsched.harness.run import run_sweep
 from gsched.harness.units import units
 from gsched.methods import Method
+from tests.graphs import subprocess_env
 
 ROOT = Path(__file__).resolve().parents[1]
 SMOKE = tomllib.loads((ROOT / "eval/configs/smoke.toml").read_text())
@@ -261,9 +261,7 @@ print("ROWS=" + json.dumps(rows))
 def test_sharded_sweep_matches_unsharded(finished, tmp_path):
     """The fixture's unsharded random-search rows, again with each batch of 2 graphs split
     over 2 forced CPU devices (a subprocess: the device count is fixed when JAX starts)."""
-    env = dict(os.environ, XLA_FLAGS=os.environ.get("XLA_FLAGS", "")
-               + " --xla_force_host_platform_device_count=2",
-               JAX_PLATFORMS="cpu", PYTHONPATH=str(ROOT))
+    env = subprocess_env(2, JAX_PLATFORMS="cpu", PYTHONPATH=str(ROOT))
     out = subprocess.run([sys.executable, "-c", SHARDED, str(tmp_path), str(ROOT / "tests")],
                          cwd=ROOT, env=env, capture_output=True, text=True, timeout=600)
     lines = [line for line in out.stdout.splitlines() if line.startswith("ROWS=")]

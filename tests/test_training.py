@@ -8,7 +8,6 @@ every kind of state leaf goes through a checkpoint.
 import dataclasses
 import io
 import json
-import os
 import re
 import shutil
 import subprocess
@@ -40,6 +39,7 @@ from gsched.infra.config import (
 from gsched.infra.distributed import data_mesh, shard_batch
 from gsched.infra.progress import MetricsLog, Progress, read_jsonl, read_metrics
 from gsched.infra.train_loop import run_training
+from tests.graphs import subprocess_env
 
 OPTIM = optax.adam(0.05)
 TRACES = []
@@ -490,9 +490,7 @@ print("SHARDED_TRAINING_OK")
 def test_data_parallel_training_on_two_host_devices(tmp_path, reference):
     """Sharded over 2 devices, 5 steps + resume for 5 ≈ the 1-device reference run."""
     np.savez(tmp_path / "ref.npz", **{f"a{i}": x for i, x in enumerate(arrays(reference[0]))})
-    env = dict(os.environ, XLA_FLAGS=os.environ.get("XLA_FLAGS", "")
-               + " --xla_force_host_platform_device_count=2",
-               JAX_PLATFORMS="cpu")
+    env = subprocess_env(2, JAX_PLATFORMS="cpu")
     root = Path(__file__).resolve().parents[1]
     out = subprocess.run([sys.executable, "-c", SHARDED, str(tmp_path / "ref.npz")], cwd=root,
                          env=env, capture_output=True, text=True, timeout=300)

@@ -252,8 +252,8 @@ def inclusive_count(flags: jnp.ndarray) -> jnp.ndarray:
     words = -(-size // 32)
     bits = jnp.pad(flags, (0, 32 * words - size)).reshape(words, 32).astype(jnp.uint32)
     word = jnp.sum(bits << jnp.arange(32, dtype=jnp.uint32), axis=1, dtype=jnp.uint32)
-    before = jnp.cumsum(lax.population_count(word).astype(jnp.int32)) - lax.population_count(
-        word).astype(jnp.int32)  # [words] set bits in the words before
+    count = lax.population_count(word).astype(jnp.int32)
+    before = jnp.cumsum(count) - count  # [words] set bits in the words before
     upto = (jnp.uint32(2) << jnp.arange(32, dtype=jnp.uint32)) - jnp.uint32(1)  # bits 0..i
     within = lax.population_count(word[:, None] & upto[None, :]).astype(jnp.int32)
     return (before[:, None] + within).reshape(-1)[:size]
