@@ -181,8 +181,6 @@ def test_the_switch_is_static_by_bucket_devices_and_scheduler(monkeypatch):
 def test_decoder_settings_are_checked():
     graph = pad_graph(random_computation_graph(10, 0))
     keys = np.zeros((2, graph.bucket.chromosome_length(2)), np.float32)
-    with pytest.raises(ValueError, match="dense decoder needs scheduler='list'"):
-        evaluate_with_decoder(graph, keys, num_devices=2, decoder="dense", scheduler="fifo")
     with pytest.raises(ValueError, match="unknown decoder"):
         evaluate_with_decoder(graph, keys, num_devices=2, decoder="fast")
 

@@ -82,17 +82,23 @@ def compare(padded, keys, d, params=PARAMS, decoder="pallas", **kwargs):
 @pytest.mark.parametrize("d, scheduler",
                          diagonal_then_slow([1, 2, 3], ["list", "priority", "fifo"]))
 def test_matches_the_loop_bit_for_bit(d, scheduler):
+    feasible = compare_on_small_graphs(d, scheduler=scheduler)
+    if d == 1:
+        assert feasible.any() and not feasible.all()  # the capacity bites for some
+
+
+def compare_on_small_graphs(d, **kwargs):
+    """:func:`compare` on :func:`small_graphs` with tied keys (``kwargs``: the decoder, the
+    scheduler); checks that transfers run iff ``d > 1``; returns every chromosome's
+    feasibility."""
     rng = np.random.default_rng(d)
     transfers, feasible = 0, []
     for graph in small_graphs(rng):
-        got = compare(pad_graph(graph, BUCKET), tie_keys(rng, graph, 6, d), d,
-                      scheduler=scheduler)
+        got = compare(pad_graph(graph, BUCKET), tie_keys(rng, graph, 6, d), d, **kwargs)
         transfers += int(np.sum(np.asarray(got.num_steps) - graph.num_ops))
         feasible.append(np.asarray(got.feasible))
     assert (transfers > 0) == (d > 1)
-    if d == 1:
-        feasible = np.concatenate(feasible)
-        assert feasible.any() and not feasible.all()  # the capacity bites for some
+    return np.concatenate(feasible)
 
 
 @pytest.mark.parametrize("chunk", slow_except([1, 2, 16], 16))

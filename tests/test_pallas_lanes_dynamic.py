@@ -80,11 +80,16 @@ def fan(width: int):
 
 @pytest.mark.parametrize("scheduler", slow_except(SCHEDULERS))
 def test_deep_heaps_of_equal_ready_times(scheduler):
+    compare_on_a_fan("pallas_lanes", scheduler)
+
+
+def compare_on_a_fan(decoder, scheduler):
+    """:func:`compare` of ``decoder`` on :func:`fan` (300), D = 2, slow transfers."""
     graph = fan(300)
     bucket = Bucket(302, 301, 600)
     rng = np.random.default_rng(3)
-    got = lanes(pad_graph(graph, bucket), tie_keys(rng, graph, 3, 2, bucket=bucket), 2,
-                CostParams(latency=0.5, bandwidth=8.0), scheduler=scheduler)
+    got = compare(pad_graph(graph, bucket), tie_keys(rng, graph, 3, 2, bucket=bucket), 2,
+                  CostParams(latency=0.5, bandwidth=8.0), decoder=decoder, scheduler=scheduler)
     assert (np.asarray(got.num_steps) > graph.num_ops).all()  # transfers on both devices
 
 
@@ -115,8 +120,13 @@ def test_padding_into_a_larger_bucket_changes_nothing():
 @pytest.mark.parametrize("scheduler, decoder", slow_except(
     [(s, d) for s in SCHEDULERS for d in DECODERS], ("fifo", "pallas_lanes_fused")))
 def test_matches_the_independent_reference(scheduler, decoder):
-    # tests/reference_exec.py (SPEC §8 in plain Python), not the loop: durations exact in
-    # float32, program inputs, exact key ties in one case, the roofline in another.
+    assert_matches_the_reference(scheduler, decoder)
+
+
+def assert_matches_the_reference(scheduler, decoder):
+    """``decoder`` against tests/reference_exec.py (SPEC §8 in plain Python), not the loop:
+    durations exact in float32, program inputs, exact key ties in one case, the roofline in
+    another."""
     cases = [(seed, random_case(seed)) for seed in (21, 23, 24)]
     for seed, (rng, graph) in cases:
         keys = rng.random(graph.chromosome_length(2)).astype(np.float32)

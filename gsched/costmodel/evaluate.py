@@ -464,9 +464,10 @@ def _sharded(graph, keys, params, num_devices, mesh, axis, pinned, chunk, schedu
 DECODERS = ("auto", "dense", "loop", "pallas", "pallas_memory", "pallas_lanes", "pallas_fused",
             "pallas_lanes_fused", "pallas_tpu")
 # they need scheduler="list"
-LIST_ONLY_DECODERS = ("dense", "pallas_memory", "pallas_fused", "pallas_tpu")
+LIST_ONLY_DECODERS = ("pallas_memory", "pallas_fused", "pallas_tpu")
 KERNEL_STATE = {"pallas": "registers", "pallas_memory": "memory",
-                "pallas_lanes": "lanes"}  # then SPEC §3 walked (peak_memory)
+                "pallas_lanes": "lanes",
+                "dense": "dense"}  # then SPEC §3 walked (peak_memory); "dense": §8.2's only
 ACCOUNTING_STATE = {"pallas_fused": "memory", "pallas_lanes_fused": "lanes",
                     "pallas_tpu": "tpu"}  # SPEC §3 in the kernel
 # What replaces the loop on each backend (the CPU's otherwise), checked and timed against it:
@@ -484,24 +485,29 @@ def _use_dense(bucket, num_devices: int, scheduler: str, decoder: str) -> bool:
         raise ValueError(f"unknown decoder {decoder!r}; expected one of {DECODERS}")
     if decoder in LIST_ONLY_DECODERS and scheduler != "list":
         raise ValueError(f"the {decoder} decoder needs scheduler='list', got {scheduler!r}")
-    return decoder == "dense" or (decoder == "auto" and dense_applies(
+    return (decoder == "dense" and scheduler == "list") or (decoder == "auto" and dense_applies(
         bucket.num_ops, num_devices, scheduler, num_tensors=bucket.num_tensors))
 
 
 def _fused_decoder(decoder: str, scheduler: str) -> str | None:
     """The fused kernel's decoder to schedule with, or None for the loops: ``decoder`` if it
-    names one (interpreted on a CPU); for "auto" on a GPU (any ``D``; ``pallas_applies``),
-    ``"pallas_lanes"`` with the list scheduler (:mod:`gsched.costmodel.pallas_lanes`, one
-    chromosome per lane: 1.8–2.1× the register kernel's evaluations per second at 500 ops on
-    an H200, 58× at 10,000; docs/benchmarks.md) and ``"pallas"`` with §8.2's
-    (:mod:`gsched.costmodel.pallas_dynamic`; their lane kernel is checked on a GPU, not yet
-    timed). On a TPU "auto" keeps the loop: ``"pallas_tpu"`` runs one chromosome after
-    another on a core, and no TPU has timed it against the loop yet (docs/design.md)."""
-    if decoder.startswith("pallas"):
+    names one (interpreted on a CPU; ``"dense"`` with §8.2's schedulers); for "auto" on a GPU
+    (any ``D``; ``pallas_applies``), ``"pallas_lanes"`` with the list scheduler
+    (:mod:`gsched.costmodel.pallas_lanes`, one chromosome per lane: 1.8–2.1× the register
+    kernel's evaluations per second at 500 ops on an H200, 58× at 10,000; docs/benchmarks.md)
+    and ``"pallas"`` with §8.2's (:mod:`gsched.costmodel.pallas_dynamic`; their lane kernel is
+    checked on a GPU, not yet timed); on a CPU, ``"dense"`` with §8.2's
+    (:mod:`gsched.costmodel.dense_dynamic`: the event-driven kernel's step in plain JAX,
+    chromosomes in blocks; 1.5–10× the loop's throughput on 2 cores, docs/benchmarks.md). On
+    a TPU "auto" keeps the loop: ``"pallas_tpu"`` runs one chromosome after another on a core,
+    and no TPU has timed it against the loop yet (docs/design.md)."""
+    if decoder.startswith("pallas") or (decoder == "dense" and scheduler != "list"):
         return decoder
-    if decoder != "auto" or not pallas_applies():
+    if decoder != "auto":
         return None
-    return "pallas_lanes" if scheduler == "list" else "pallas"
+    if pallas_applies():
+        return "pallas_lanes" if scheduler == "list" else "pallas"
+    return "dense" if scheduler != "list" and jax.default_backend() == "cpu" else None
 
 
 @functools.partial(jax.jit, static_argnames=_STATIC + ("decoder", "batch"))
@@ -522,7 +528,8 @@ def evaluate_with_decoder(graph: PaddedGraph, keys: jnp.ndarray,
     comparing them (tests, benchmarks): ``"auto"`` (what the entry points do), ``"loop"`` (the
     ready-tree loop of :mod:`gsched.costmodel.schedule`), ``"dense"``
     (:mod:`gsched.costmodel.dense` with one device, :mod:`gsched.costmodel.dense_multi` with
-    ``D ≥ 2``; the list scheduler, at any bucket size) or ``"pallas"``
+    ``D ≥ 2``; the list scheduler, at any bucket size; with ``"priority"`` / ``"fifo"``,
+    :mod:`gsched.costmodel.dense_dynamic`) or ``"pallas"``
     (:mod:`gsched.costmodel.pallas_decode` for the list scheduler,
     :mod:`gsched.costmodel.pallas_dynamic` for ``"priority"`` / ``"fifo"``; any ``D``; in
     Pallas' interpreter on a CPU, slow there), ``"pallas_memory"`` (the list scheduler's

@@ -37,6 +37,7 @@ from jax import lax
 
 from gsched.core import fixedpoint as fp
 from gsched.core.padding import PaddedGraph
+from gsched.costmodel.dense_dynamic import WholeBatch, block_schedule
 from gsched.costmodel.dynamic import DynamicSchedule, item_streams, timed_schedule
 from gsched.costmodel.pallas_lanes import ChromosomePerLane
 from gsched.costmodel.pallas_lanes_dynamic import dynamic_lanes_memory, lanes_dynamic_kernel
@@ -96,8 +97,9 @@ def pallas_dynamic_schedule(graph: PaddedGraph, keys: jnp.ndarray, placement: Pl
     """One chromosome's ``"priority"`` or ``"fifo"`` schedule (no batch axis; ``jax.vmap``
     makes the population the kernel's grid), bit for bit the loop's :class:`DynamicSchedule`.
     Arguments as :func:`~gsched.costmodel.pallas_decode.pallas_schedule`'s; ``state``:
-    ``"registers"`` (this module's kernel) or ``"lanes"`` (one chromosome per lane,
-    :mod:`gsched.costmodel.pallas_lanes_dynamic`)."""
+    ``"registers"`` (this module's kernel), ``"lanes"`` (one chromosome per lane,
+    :mod:`gsched.costmodel.pallas_lanes_dynamic`) or ``"dense"`` (its step in plain JAX, for
+    CPUs: :mod:`gsched.costmodel.dense_dynamic`)."""
     return at_running_width(_dynamic_schedule, graph, keys, placement, params, num_devices,
                             scheduler=scheduler, chunk=chunk, interpret=interpret,
                             num_warps=num_warps, state=state)[0]
@@ -154,6 +156,10 @@ def _dynamic_schedule(graph: PaddedGraph, keys: jnp.ndarray, placement: Placemen
         run = batched_kernel(_dynamic_kernel, 3, k, chunk, interpret,
                              ProgramPerChromosome(num_warps), fifo=fifo)
         lane_state = (stream[None], is_input[None])
+    elif state == "dense" and not peaks:
+        run = batched_kernel(block_schedule, 3, k, chunk, interpret, WholeBatch(), fifo=fifo,
+                             num_devices=num_devices)
+        lane_state = (stream[None],)
     else:
         raise ValueError(f"no {state!r} event-driven kernel" + (" accounts memory" * peaks))
     order, start_hi, start_lo, tail = (x[0] for x in run(
@@ -196,8 +202,8 @@ def fused_schedule(graph: PaddedGraph, keys: jnp.ndarray, placement: Placement,
 
 def check_event_driven_state(state: str, scheduler: str) -> None:
     """Raises unless ``state`` names a kernel that schedules ``"priority"`` / ``"fifo"``
-    (``"registers"`` or ``"lanes"``; the others run the list scheduler only)."""
-    if state not in ("registers", "lanes"):
+    (``"registers"``, ``"lanes"`` or ``"dense"``; the others run the list scheduler only)."""
+    if state not in ("registers", "lanes", "dense"):
         raise ValueError(f"the {state!r} kernel runs the list scheduler only, not {scheduler!r}")
 
 

@@ -16,9 +16,11 @@ and device counts ``D``, with compile time reported apart from steady-state time
   with ``D = 1`` up to ``dense.DENSE_MAX_OPS`` ops and by :mod:`gsched.costmodel.dense_multi`
   with ``D ≥ 2`` up to ``dense.DENSE_MULTI_MAX_OPS`` (what the main table's rows measure
   there; on a GPU the fused kernel with one chromosome per lane,
-  :mod:`gsched.costmodel.pallas_lanes`, takes their place, and the event-driven schedulers'
-  loop is timed against their kernels, :mod:`gsched.costmodel.pallas_dynamic` and
-  :mod:`gsched.costmodel.pallas_lanes_dynamic`); this table times them next to the loop they
+  :mod:`gsched.costmodel.pallas_lanes`, takes their place), and the event-driven schedulers'
+  loop against what replaces it (on a CPU :mod:`gsched.costmodel.dense_dynamic`, at the
+  schedulers table's population; on a GPU their kernels, :mod:`gsched.costmodel.
+  pallas_dynamic` and :mod:`gsched.costmodel.pallas_lanes_dynamic`); this table times them
+  next to the loop they
   replace (``evaluate_with_decoder``), unsharded and with one shard per device, the calls of
   each size and ``D`` interleaved so that all see the same machine load (``--decoder-sizes``,
   ``--decoder-devices``, ``--decoder-population``; by default at the benchmarked sizes among
@@ -100,9 +102,10 @@ HBM_BANDWIDTH, LAUNCH_OVERHEAD = 32768.0, 0.01
 def default_population(num_ops: int, backend: str, scheduler: str = "list") -> int:
     """Population per call: ~0.3–1 s per call on a 2-core CPU, enough parallel work on a GPU.
     The event-driven schedulers cost O(V) per started item (O(V²) per evaluation), so they get
-    smaller populations."""
+    smaller populations (on a CPU, sized for their blocks, :mod:`gsched.costmodel.
+    dense_dynamic`; the loop they replace takes ~5× as long)."""
     if scheduler != "list":  # on a GPU, the fused kernel (~2× the list kernel's work)
-        table = ((100, 64), (500, 16), (2000, 4), (math.inf, 1)) if backend == "cpu" else \
+        table = ((100, 256), (500, 64), (2000, 16), (math.inf, 2)) if backend == "cpu" else \
             ((100, 16384), (500, 4096), (2000, 1024), (math.inf, 128))
     else:
         table = ((100, 1024), (500, 512), (2000, 256), (math.inf, 32)) if backend == "cpu" \
@@ -616,12 +619,16 @@ def main(argv: Sequence[str] | None = None) -> dict[Config, Result]:
          for sh in shardings if not sh or args.decoder_population % len(jax.devices()) == 0
          for decoder in ("loop", *fast_decoders)]
         for n in args.decoder_sizes for d in args.decoder_devices]
-    if backend == "gpu":  # the event-driven schedulers' loop against their kernel
-        decoder_groups += [
-            [Config(n, d, args.decoder_population, decoder=decoder, scheduler=s, roofline=True)
-             for decoder in ("loop", "pallas", "pallas_lanes")]
-            for n in args.decoder_sizes for d in args.decoder_devices
-            for s in args.schedulers if s != "list"]
+    # The event-driven schedulers' loop against what replaces it: their kernels on a GPU, their
+    # blocks (gsched.costmodel.dense_dynamic) on a CPU, at the schedulers table's population.
+    event_decoders = ("pallas", "pallas_lanes") if backend == "gpu" else ("dense",)
+    decoder_groups += [
+        [Config(n, d, args.decoder_population if backend == "gpu" else
+                args.scheduler_population or default_population(n, backend, s),
+                decoder=decoder, scheduler=s, roofline=True)
+         for decoder in ("loop", *event_decoders)]
+        for n in args.decoder_sizes for d in args.decoder_devices
+        for s in args.schedulers if s != "list"]
 
     todo = list(dict.fromkeys(main_cfgs + ([batch_cfg] if batch_cfg else [])
                               + ([sharded_cfg] if sharded_cfg else [])

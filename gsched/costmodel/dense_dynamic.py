@@ -1,0 +1,169 @@
+"""SPEC §8.2's event-driven ``"priority"`` / ``"fifo"`` schedulers on a CPU: the event-driven
+kernel's step (:mod:`gsched.costmodel.pallas_dynamic`) in plain JAX, chromosomes in blocks.
+
+:mod:`gsched.costmodel.dynamic`'s loop makes every iteration — a start or a window of
+successor entries — a dense pass over all ``V = N + T·D`` items of every chromosome at once
+(``[P, V]``, several reductions over the minor axis). Here the inputs are the event-driven
+kernel's (:func:`~gsched.costmodel.pallas_dynamic.dynamic_inputs`: the ``V_p`` running items
+by slot, their §2 rank; only the successor entries that fire), and chromosomes go in blocks of
+:data:`BLOCK`, laid out ``[V_p, BLOCK]`` (chromosomes minor, as :mod:`gsched.costmodel.dense`
+does for the list scheduler: a reduction over the slots is vectorized across the block, and the
+block stays in the core's cache). Ready and free times are exact fixed-point values held as one
+int64 each (``hi · 2**TIME_LO_BITS + lo``, below ``2**TIME_VALUE_BITS``), so a step is:
+
+1. one reduction over the slots: the stream and start, the minimum of ``max(free of the item's
+   stream, ready) · 2**b + stream`` over known slots (``b`` bits of a stream: ties go to the
+   smaller stream, §8.2's rule);
+2. one reduction (two for ``"fifo"``) for the item: the smallest slot (= §2 rank) among the
+   stream's known slots ready by the start, or the smallest ``(ready, slot)`` (§8.2 reads a
+   program input's ready time as −∞; an input is ready at 0 and has its stream's smallest
+   slots, so ``(0, slot)`` already puts it first, as in the lane kernel);
+3. a gather of its row per chromosome (duration, successors), its stream's new free time, and
+   scatters of ``BLOCK`` elements per successor column: a firing successor loses a
+   dependency and its ready time is raised to the end; the successors past the row's inline
+   ones are walked ``chunk`` at a time while any chromosome of the block has some.
+
+Bit for bit the loop's schedule (``tests/test_dense_dynamic.py``); ``O(V_p)`` per step like the
+loop and the kernel, but about a tenth of the loop's work per step (``docs/benchmarks.md``).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+
+import jax
+import jax.numpy as jnp
+from jax import lax
+
+from gsched.costmodel.dense import in_blocks
+from gsched.costmodel.pallas_decode import NEVER
+from gsched.costmodel.schedule import TIME_LO_BITS
+
+BLOCK = 128  # chromosomes per block (the minor axis of the loop's arrays)
+_NONE = jnp.iinfo(jnp.int64).max  # a reduction over no known slot
+
+
+@dataclasses.dataclass(frozen=True)
+class WholeBatch:
+    """A kernel layout (:func:`~gsched.costmodel.pallas_decode.batched_kernel`'s ``layout``)
+    for :func:`block_schedule`, plain JAX: the "kernel" takes the whole batch's arrays."""
+
+    def __call__(self, kernel, width: int, k: int, interpret: bool, per_step: int, tail: int,
+                 params: dict):
+        del width, k, interpret, per_step, tail, params
+        return kernel
+
+
+def block_schedule(word: jnp.ndarray, rows: jnp.ndarray, successor: jnp.ndarray,
+                   count: jnp.ndarray, stream: jnp.ndarray, *,
+                   fifo: bool, chunk: int, k: int, num_devices: int
+                   ) -> tuple[jnp.ndarray, jnp.ndarray, jnp.ndarray, jnp.ndarray]:
+    """The event-driven schedules of a batch, the register kernel's inputs and outputs
+    (:func:`~gsched.costmodel.pallas_dynamic.dynamic_inputs`): ``word [B, W]`` (unstarted
+    dependencies ``<< k`` | slot; :data:`~gsched.costmodel.pallas_decode.NEVER` past the
+    running items), ``rows [B, W, 4 + chunk]`` (duration hi, lo, ``chunk`` inline successor
+    slots, the range of the rest in ``successor [B, Q + chunk]``), ``count [B]`` running items,
+    ``stream [B, W]`` (``2·num_devices`` streams) → ``order``, ``start hi``,
+    ``start lo`` ``[B, W]`` by step and ``tail [B, 4]`` (makespan hi, lo, steps taken, 0)."""
+    batch, width = word.shape
+    block = min(BLOCK, batch)
+    fill = jnp.full(width, NEVER, jnp.int32)
+    xs = (in_blocks(word, fill, block), in_blocks(rows, -1, block),
+          in_blocks(successor, -1, block), in_blocks(count, 0, block),
+          in_blocks(stream, 0, block))
+    run = _one_block(fifo=fifo, chunk=chunk, k=k, num_streams=2 * num_devices)
+    order, start_hi, start_lo, tail = lax.map(run, xs)
+    return tuple(x.reshape((-1,) + x.shape[2:])[:batch]
+                 for x in (order, start_hi, start_lo, tail))
+
+
+def _one_block(*, fifo: bool, chunk: int, k: int, num_streams: int):
+    """The schedule of one block (the arrays of :func:`block_schedule` with ``B`` = the block)."""
+
+    def run(x):
+        word, rows, successor, count, stream = x
+        with jax.enable_x64(True):
+            return _schedule(word.T, rows.transpose(1, 0, 2), successor.T, count, stream.T,
+                             fifo=fifo, chunk=chunk, k=k, num_streams=num_streams)
+
+    return run
+
+
+def _schedule(word, rows, successor, count, stream, *, fifo, chunk, k, num_streams):
+    """:func:`_one_block` on lane-minor arrays (``[W, B]``; ``rows [W, B, C]``, ``successor
+    [Q, B]``), under ``jax.enable_x64``."""
+    width, block = word.shape
+    lane = jnp.arange(block, dtype=jnp.int32)
+    slot = lax.broadcasted_iota(jnp.int32, (width, block), 0)
+    stream_bits = max(1, (num_streams - 1).bit_length())
+    flat_rows = rows.reshape(width * block, -1)
+    big = jnp.int64(_NONE)
+
+    def to_time(hi, lo):
+        return jnp.left_shift(hi.astype(jnp.int64), TIME_LO_BITS) + lo.astype(jnp.int64)
+
+    def walk(word, ready, targets, end, active):
+        """Firing successor slots ``targets [S, B]`` (−1: none) lose a dependency and have
+        their ready time raised to ``end [B]``."""
+        at = jnp.where((targets >= 0) & active[None, :], targets, width)
+        index = (at.reshape(-1), jnp.broadcast_to(lane, at.shape).reshape(-1))
+        word = word.at[index].add(-(1 << k), mode="drop", unique_indices=True)
+        ready = ready.at[index].max(jnp.broadcast_to(end, at.shape).reshape(-1), mode="drop",
+                                    unique_indices=True)
+        return word, ready
+
+    def step(s, carry):
+        word, ready, free, latest, order, start_out = carry
+        known = word < (1 << k)
+        free_of = free[0][None, :]
+        for j in range(1, num_streams):
+            free_of = jnp.where(stream == j, free[j][None, :], free_of)
+        earliest = jnp.maximum(ready, free_of)
+        key = jnp.min(jnp.where(known, jnp.left_shift(earliest, stream_bits)
+                                | stream.astype(jnp.int64), big), axis=0)  # [B]
+        active = key != big
+        start = jnp.right_shift(key, stream_bits)
+        on = (key & ((1 << stream_bits) - 1)).astype(jnp.int32)
+        candidate = known & (stream == on[None, :]) & (ready <= start[None, :])
+        if fifo:  # a program input's ready time is read as −∞, but it is ready at 0 and has
+            # the smallest slots of its stream (§2 ranks inputs first): (0, slot) orders it first
+            first = jnp.min(jnp.where(candidate, ready, big), axis=0)
+            candidate = candidate & (ready == first[None, :])
+        best = jnp.min(jnp.where(candidate, slot, width), axis=0)  # [B]
+        best = jnp.where(active, best, 0)
+        row = flat_rows[best * block + lane]  # [B, C]
+        end = start + to_time(row[:, 0], row[:, 1])
+        free = jnp.where((jnp.arange(num_streams)[:, None] == on[None, :]) & active[None, :],
+                         end[None, :], free)
+        latest = jnp.where(active, jnp.maximum(latest, end), latest)
+        order = order.at[s].set(jnp.where(active, best, -1))
+        start_out = start_out.at[s].set(jnp.where(active, start, 0))
+        word = word.at[jnp.where(active, best, width), lane].set(NEVER, mode="drop",
+                                                                unique_indices=True)
+        word, ready = walk(word, ready, row[:, 2:2 + chunk].T, end, active)
+
+        def window(c):
+            q, word, ready = c
+            at = q[None, :] + jnp.arange(chunk, dtype=jnp.int32)[:, None]  # [chunk, B]
+            targets = jnp.where(at < last[None, :], successor[jnp.minimum(
+                at, successor.shape[0] - 1), lane[None, :]], -1)
+            return (q + chunk, *walk(word, ready, targets, end, active))
+
+        first_entry, last = row[:, 2 + chunk], row[:, 3 + chunk]
+        last = jnp.where(active, last, first_entry)
+        _, word, ready = lax.while_loop(lambda c: jnp.any(c[0] < last), window,
+                                        (first_entry, word, ready))
+        return word, ready, free, latest, order, start_out
+
+    zero = jnp.zeros(block, jnp.int64)
+    carry = (word, jnp.zeros((width, block), jnp.int64),
+             jnp.zeros((num_streams, block), jnp.int64), zero,
+             jnp.full((width, block), -1, jnp.int32), jnp.zeros((width, block), jnp.int64))
+    _, _, _, latest, order, start = lax.fori_loop(0, jnp.max(count), step, carry)
+    taken = jnp.sum(order >= 0, axis=0, dtype=jnp.int32)
+    lo_mask = (1 << TIME_LO_BITS) - 1
+    tail = jnp.stack([jnp.right_shift(latest, TIME_LO_BITS).astype(jnp.int32),
+                      (latest & lo_mask).astype(jnp.int32), taken,
+                      jnp.zeros(block, jnp.int32)], axis=1)
+    return (order.T, jnp.right_shift(start, TIME_LO_BITS).astype(jnp.int32).T,
+            (start & lo_mask).astype(jnp.int32).T, tail)

@@ -1,0 +1,110 @@
+"""SPEC §8.2's schedulers on a CPU in blocks of chromosomes (gsched.costmodel.dense_dynamic,
+decoder "dense" with scheduler "priority" / "fifo", what "auto" runs on a CPU): bit for bit the
+loop of gsched.costmodel.dynamic and its memory walk (order, start and end times, peaks,
+runtime) on random graphs with program inputs and exact key ties, D = 1–3, several chunks, a
+fan whose streams hold hundreds of known items with equal ready times, populations that do not
+fill a block, pinned ops and fusion, a graph padded into a larger bucket; both it and the loop
+against the independent reference (tests/reference_exec.py)."""
+
+from __future__ import annotations
+
+import jax
+import numpy as np
+import pytest
+
+from gsched.core.padding import Bucket, pad_graph, pad_keys
+from gsched.costmodel import dense_dynamic
+from gsched.costmodel.evaluate import evaluate_population, evaluate_with_decoder
+from gsched.costmodel.host import evaluation_to_dict
+from gsched.generators import random_computation_graph
+from tests.graphs import with_inputs
+from tests.test_pallas_decode import (
+    BUCKET,
+    PARAMS,
+    compare,
+    compare_on_small_graphs,
+    small_graphs,
+    tie_keys,
+)
+from tests.test_pallas_lanes_dynamic import assert_matches_the_reference, compare_on_a_fan
+
+SCHEDULERS = ("priority", "fifo")
+
+
+def dense(padded, keys, d, params=PARAMS, **kwargs):
+    return compare(padded, keys, d, params, decoder="dense", **kwargs)
+
+
+@pytest.mark.parametrize("scheduler", SCHEDULERS)
+@pytest.mark.parametrize("d", [1, 2, 3])
+def test_matches_the_loop_bit_for_bit(d, scheduler):
+    feasible = compare_on_small_graphs(d, decoder="dense", scheduler=scheduler)
+    assert feasible.any() and not feasible.all()  # the capacity bites for some
+
+
+@pytest.mark.parametrize("chunk, scheduler", [(1, "fifo"), (3, "priority"), (16, "fifo")])
+def test_any_chunk_of_successor_entries_matches(chunk, scheduler):
+    rng = np.random.default_rng(40 + chunk)
+    graph = small_graphs(rng)[1]
+    dense(pad_graph(graph, BUCKET), tie_keys(rng, graph, 4, 2), 2, chunk=chunk,
+          scheduler=scheduler)
+
+
+@pytest.mark.parametrize("scheduler", SCHEDULERS)
+def test_many_known_items_with_equal_ready_times(scheduler):
+    compare_on_a_fan("dense", scheduler)
+
+
+@pytest.mark.parametrize("population", [1, 5, dense_dynamic.BLOCK + 3])
+def test_populations_that_do_not_fill_a_block(population):
+    rng = np.random.default_rng(population)
+    graph = with_inputs(random_computation_graph(25, rng), rng)
+    dense(pad_graph(graph, BUCKET), tie_keys(rng, graph, population, 2), 2, scheduler="fifo")
+
+
+@pytest.mark.parametrize("scheduler", SCHEDULERS)
+def test_pinned_ops_and_fusion(scheduler):
+    rng = np.random.default_rng(4)
+    graph = with_inputs(random_computation_graph(20, rng), rng)
+    pinned = np.full(BUCKET.num_ops, -1, np.int32)
+    pinned[[0, 3, 7]] = [1, 0, 1]
+    got = dense(pad_graph(graph, BUCKET), tie_keys(rng, graph, 5, 2, fusion=True), 2,
+                pinned=pinned, fusion=True, scheduler=scheduler)
+    assert (np.asarray(got.placement)[:, [0, 3, 7]] == [1, 0, 1]).all()
+    assert (np.asarray(got.fusion) != np.arange(BUCKET.num_ops)).any()  # some ops fused
+
+
+def test_padding_into_a_larger_bucket_changes_nothing():
+    rng = np.random.default_rng(6)
+    graph = with_inputs(random_computation_graph(24, rng), rng)
+    keys = rng.random((3, graph.chromosome_length(2))).astype(np.float32)
+
+    def runs(bucket):  # each chromosome's items, order, times, peaks and runtime
+        got = evaluate_with_decoder(pad_graph(graph, bucket), pad_keys(keys, graph, bucket, 2),
+                                    PARAMS, num_devices=2, decoder="dense",
+                                    scheduler="priority")
+        return [evaluation_to_dict(jax.tree.map(lambda x: x[i], got), graph, bucket, 2)
+                for i in range(3)]
+
+    assert runs(Bucket(24, 48, 48)) == runs(Bucket(64, 128, 128))
+
+
+def test_auto_runs_it_on_a_cpu(monkeypatch):
+    calls = []
+    schedule = dense_dynamic._schedule
+    monkeypatch.setattr(dense_dynamic, "_schedule", lambda *a, **k: calls.append(1) or
+                        schedule(*a, **k))
+    rng = np.random.default_rng(9)
+    bucket = Bucket(40, 80, 96)  # used by no other test: a fresh trace
+    graph = random_computation_graph(30, rng)
+    keys = pad_keys(rng.random((2, graph.chromosome_length(2))), graph, bucket, 2)
+    evaluate_population(pad_graph(graph, bucket), keys, PARAMS, num_devices=2,
+                        scheduler="fifo")
+    assert calls if jax.default_backend() == "cpu" else not calls
+
+
+@pytest.mark.parametrize("decoder", ["dense", "loop"])
+@pytest.mark.parametrize("scheduler", SCHEDULERS)
+def test_matches_the_independent_reference(scheduler, decoder):
+    # "auto" runs "dense" on a CPU (tests/test_exec_model.py); the loop keeps its own check.
+    assert_matches_the_reference(scheduler, decoder)
