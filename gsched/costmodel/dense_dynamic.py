@@ -8,28 +8,35 @@ kernel's (:func:`~gsched.costmodel.pallas_dynamic.dynamic_inputs`: the ``V_p`` r
 by slot, their §2 rank; only the successor entries that fire), and chromosomes go in blocks of
 :data:`BLOCK`, laid out ``[V_p, BLOCK]`` (chromosomes minor, as :mod:`gsched.costmodel.dense`
 does for the list scheduler: a reduction over the slots is vectorized across the block, and the
-block stays in the core's cache). Ready and free times are exact fixed-point values held as one
-int64 each (``hi · 2**TIME_LO_BITS + lo``, below ``2**TIME_VALUE_BITS``), so a step is:
+block's arrays are reused at every step). Times are exact fixed-point values held as one
+int64 each (``hi · 2**TIME_LO_BITS + lo``), and the passes over the slots read one array,
+``avail``: per slot ``ready · 2**b + stream`` once it is known (all its dependencies
+started), a time above every other while it is not or once it has started (``b`` bits of a
+stream). With each stream's free time held as ``free · 2**b + stream`` too, a step is:
 
-1. one reduction over the slots: the stream and start, the minimum of ``max(free of the item's
-   stream, ready) · 2**b + stream`` over known slots (``b`` bits of a stream: ties go to the
-   smaller stream, §8.2's rule);
-2. one reduction (two for ``"fifo"``) for the item: the smallest slot (= §2 rank) among the
-   stream's known slots ready by the start, or the smallest ``(ready, slot)`` (§8.2 reads a
-   program input's ready time as −∞; an input is ready at 0 and has its stream's smallest
-   slots, so ``(0, slot)`` already puts it first, as in the lane kernel);
-3. a gather of its row per chromosome (duration, successors), its stream's new free time, and
-   scatters of ``BLOCK`` elements per successor column: a firing successor loses a
-   dependency and its ready time is raised to the end; the successors past the row's inline
-   ones are walked ``chunk`` at a time while any chromosome of the block has some.
+1. one reduction over the slots: the stream and start, the minimum of ``max(avail, the free
+   time of the slot's stream)`` (ties go to the smaller stream, §8.2's rule);
+2. one reduction (two for ``"fifo"``) for the item: the smallest slot (= §2 rank) of that
+   stream with ``avail`` at most the start, or the smallest ``(ready, slot)`` of the stream
+   (§8.2 reads a program input's ready time as −∞; an input is ready at 0 and has its
+   stream's smallest slots, so ``(0, slot)`` already puts it first, as in the lane kernel);
+3. a gather of its row per chromosome (duration, successors), its stream's new free time,
+   and scatters of ``BLOCK`` elements per successor column: a firing successor loses a
+   dependency (``word``), has its ready time raised to the end (``ready``), and enters
+   ``avail`` when it has no dependency left; the successors past the row's inline ones are
+   walked ``chunk`` at a time while any chromosome of the block has some.
 
-Bit for bit the loop's schedule (``tests/test_dense_dynamic.py``); ``O(V_p)`` per step like the
-loop and the kernel, but about a tenth of the loop's work per step (``docs/benchmarks.md``).
+Each reduction first folds :data:`FOLD` slices of the slots elementwise, which XLA:CPU fuses
+with the ops that make them (reducing ``[V_p, BLOCK]`` directly, it writes the whole masked
+array for its reduction to read back). Bit for bit the loop's schedule
+(``tests/test_dense_dynamic.py``); ``O(V_p)`` per step like the loop and the kernel, with
+fewer items and far fewer passes than the loop (``docs/benchmarks.md``, ``docs/design.md``).
 """
 
 from __future__ import annotations
 
 import dataclasses
+import functools
 
 import jax
 import jax.numpy as jnp
@@ -40,7 +47,8 @@ from gsched.costmodel.pallas_decode import NEVER
 from gsched.costmodel.schedule import TIME_LO_BITS
 
 BLOCK = 128  # chromosomes per block (the minor axis of the loop's arrays)
-_NONE = jnp.iinfo(jnp.int64).max  # a reduction over no known slot
+FOLD = 8  # slices of the slots folded elementwise before a reduction over them (4 and 8
+# tie on 2 cores at 500 ops; 32 made XLA:CPU's fused loop 25x slower)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -95,71 +103,83 @@ def _schedule(word, rows, successor, count, stream, *, fifo, chunk, k, num_strea
     width, block = word.shape
     lane = jnp.arange(block, dtype=jnp.int32)
     slot = lax.broadcasted_iota(jnp.int32, (width, block), 0)
-    stream_bits = max(1, (num_streams - 1).bit_length())
+    bits = max(1, (num_streams - 1).bit_length())  # of a stream
+    # The ready time of a slot not known: above every time an int32 ``hi`` can hold (up to
+    # 64 devices; above every time below 2**TIME_VALUE_BITS, the exact ones, for any number).
+    unknown_time = 1 << (62 - bits)
+    unknown = unknown_time << bits
     flat_rows = rows.reshape(width * block, -1)
-    big = jnp.int64(_NONE)
 
     def to_time(hi, lo):
         return jnp.left_shift(hi.astype(jnp.int64), TIME_LO_BITS) + lo.astype(jnp.int64)
 
-    def walk(word, ready, targets, end, active):
+    def walk(word, ready, avail, targets, end, active):
         """Firing successor slots ``targets [S, B]`` (−1: none) lose a dependency and have
-        their ready time raised to ``end [B]``."""
+        their ready time raised to ``end [B]``; those left with none become known."""
         at = jnp.where((targets >= 0) & active[None, :], targets, width)
         index = (at.reshape(-1), jnp.broadcast_to(lane, at.shape).reshape(-1))
         word = word.at[index].add(-(1 << k), mode="drop", unique_indices=True)
         ready = ready.at[index].max(jnp.broadcast_to(end, at.shape).reshape(-1), mode="drop",
                                     unique_indices=True)
-        return word, ready
+        # Gathered after the updates (a target out of range reads a clamped, dropped row).
+        known = word.at[index].get(mode="clip") < (1 << k)
+        time = jnp.where(known, ready.at[index].get(mode="clip"), unknown_time)
+        avail = avail.at[index].set(jnp.left_shift(time, bits)
+                                    | stream.at[index].get(mode="clip").astype(jnp.int64),
+                                    mode="drop", unique_indices=True)
+        return word, ready, avail
 
     def step(s, carry):
-        word, ready, free, latest, order, start_out = carry
-        known = word < (1 << k)
+        word, ready, avail, free, latest, order, start_out = carry
+        on_stream = avail & ((1 << bits) - 1)
         free_of = free[0][None, :]
         for j in range(1, num_streams):
-            free_of = jnp.where(stream == j, free[j][None, :], free_of)
-        earliest = jnp.maximum(ready, free_of)
-        key = jnp.min(jnp.where(known, jnp.left_shift(earliest, stream_bits)
-                                | stream.astype(jnp.int64), big), axis=0)  # [B]
-        active = key != big
-        start = jnp.right_shift(key, stream_bits)
-        on = (key & ((1 << stream_bits) - 1)).astype(jnp.int32)
-        candidate = known & (stream == on[None, :]) & (ready <= start[None, :])
+            free_of = jnp.where(on_stream == j, free[j][None, :], free_of)
+        key = _min_over_slots(jnp.maximum(avail, free_of))  # [B]
+        active = key < unknown
+        start = jnp.right_shift(key, bits)
+        on = key & ((1 << bits) - 1)
         if fifo:  # a program input's ready time is read as −∞, but it is ready at 0 and has
             # the smallest slots of its stream (§2 ranks inputs first): (0, slot) orders it first
-            first = jnp.min(jnp.where(candidate, ready, big), axis=0)
-            candidate = candidate & (ready == first[None, :])
-        best = jnp.min(jnp.where(candidate, slot, width), axis=0)  # [B]
+            first = _min_over_slots(jnp.where(on_stream == on[None, :], avail, unknown))
+            candidate = avail == first[None, :]
+        else:  # the stream's known slots ready by the start (unknown ones are later)
+            candidate = (on_stream == on[None, :]) & (avail <= key[None, :])
+        best = _min_over_slots(jnp.where(candidate, slot, width))  # [B]
         best = jnp.where(active, best, 0)
         row = flat_rows[best * block + lane]  # [B, C]
         end = start + to_time(row[:, 0], row[:, 1])
         free = jnp.where((jnp.arange(num_streams)[:, None] == on[None, :]) & active[None, :],
-                         end[None, :], free)
+                         jnp.left_shift(end, bits)[None, :] | jnp.arange(num_streams)[:, None],
+                         free)
         latest = jnp.where(active, jnp.maximum(latest, end), latest)
         order = order.at[s].set(jnp.where(active, best, -1))
         start_out = start_out.at[s].set(jnp.where(active, start, 0))
-        word = word.at[jnp.where(active, best, width), lane].set(NEVER, mode="drop",
-                                                                unique_indices=True)
-        word, ready = walk(word, ready, row[:, 2:2 + chunk].T, end, active)
+        avail = avail.at[jnp.where(active, best, width), lane].set(unknown, mode="drop",
+                                                                  unique_indices=True)
+        word, ready, avail = walk(word, ready, avail, row[:, 2:2 + chunk].T, end, active)
 
         def window(c):
-            q, word, ready = c
+            q, *state = c
             at = q[None, :] + jnp.arange(chunk, dtype=jnp.int32)[:, None]  # [chunk, B]
             targets = jnp.where(at < last[None, :], successor[jnp.minimum(
                 at, successor.shape[0] - 1), lane[None, :]], -1)
-            return (q + chunk, *walk(word, ready, targets, end, active))
+            return (q + chunk, *walk(*state, targets, end, active))
 
         first_entry, last = row[:, 2 + chunk], row[:, 3 + chunk]
         last = jnp.where(active, last, first_entry)
-        _, word, ready = lax.while_loop(lambda c: jnp.any(c[0] < last), window,
-                                        (first_entry, word, ready))
-        return word, ready, free, latest, order, start_out
+        _, word, ready, avail = lax.while_loop(lambda c: jnp.any(c[0] < last), window,
+                                               (first_entry, word, ready, avail))
+        return word, ready, avail, free, latest, order, start_out
 
     zero = jnp.zeros(block, jnp.int64)
-    carry = (word, jnp.zeros((width, block), jnp.int64),
-             jnp.zeros((num_streams, block), jnp.int64), zero,
+    known = word < (1 << k)  # ready at 0
+    avail = jnp.left_shift(jnp.where(known, 0, unknown_time).astype(jnp.int64), bits) | stream
+    free = jnp.broadcast_to(jnp.arange(num_streams, dtype=jnp.int64)[:, None],
+                            (num_streams, block))  # every stream free at 0
+    carry = (word, jnp.zeros((width, block), jnp.int64), avail, free, zero,
              jnp.full((width, block), -1, jnp.int32), jnp.zeros((width, block), jnp.int64))
-    _, _, _, latest, order, start = lax.fori_loop(0, jnp.max(count), step, carry)
+    *_, latest, order, start = lax.fori_loop(0, jnp.max(count), step, carry)
     taken = jnp.sum(order >= 0, axis=0, dtype=jnp.int32)
     lo_mask = (1 << TIME_LO_BITS) - 1
     tail = jnp.stack([jnp.right_shift(latest, TIME_LO_BITS).astype(jnp.int32),
@@ -167,3 +187,14 @@ def _schedule(word, rows, successor, count, stream, *, fifo, chunk, k, num_strea
                       jnp.zeros(block, jnp.int32)], axis=1)
     return (order.T, jnp.right_shift(start, TIME_LO_BITS).astype(jnp.int32).T,
             (start & lo_mask).astype(jnp.int32).T, tail)
+
+
+def _min_over_slots(x: jnp.ndarray) -> jnp.ndarray:
+    """``min(x, axis=0)`` of ``x [W, B]``, its first :data:`FOLD` levels as elementwise
+    minima of slices, which fuse with the ops that make ``x`` (XLA:CPU otherwise writes the
+    whole of ``x`` for its reduction to read back)."""
+    width = x.shape[0]
+    if width % FOLD:
+        return jnp.min(x, axis=0)
+    part = x.reshape(FOLD, width // FOLD, x.shape[1])
+    return jnp.min(functools.reduce(jnp.minimum, [part[i] for i in range(FOLD)]), axis=0)

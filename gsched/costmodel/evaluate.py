@@ -505,9 +505,9 @@ def _fused_decoder(decoder: str, scheduler: str) -> str | None:
         return decoder
     if decoder != "auto":
         return None
-    if pallas_applies():
-        return "pallas_lanes" if scheduler == "list" else "pallas"
-    return "dense" if scheduler != "list" and jax.default_backend() == "cpu" else None
+    if not pallas_applies():
+        return "dense" if scheduler != "list" and jax.default_backend() == "cpu" else None
+    return "pallas_lanes" if scheduler == "list" else "pallas"
 
 
 @functools.partial(jax.jit, static_argnames=_STATIC + ("decoder", "batch"))

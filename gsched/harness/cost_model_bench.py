@@ -387,10 +387,13 @@ def render(results: dict[Config, Result], main: list[Config], batch: Config | No
                      "the memory and lane kernels accounting SPEC §3's memory as they "
                      "schedule, `gsched.costmodel.pallas_peaks`) on a GPU, the dense decodes "
                      "and the TPU kernel (`pallas_tpu`, `gsched.costmodel.pallas_tpu`) on a "
-                     "TPU; on a GPU the event-driven "
+                     "TPU; the event-driven "
                      "schedulers' loop (`gsched.costmodel.dynamic`, roofline on) is also timed "
-                     "against their fused kernels (`pallas`: `gsched.costmodel.pallas_dynamic`; "
-                     "`pallas_lanes`: `gsched.costmodel.pallas_lanes_dynamic`), through "
+                     "against their fused kernels on a GPU (`pallas`: "
+                     "`gsched.costmodel.pallas_dynamic`; `pallas_lanes`: "
+                     "`gsched.costmodel.pallas_lanes_dynamic`), elsewhere against their blocks "
+                     "(`dense`: `gsched.costmodel.dense_dynamic`, at the schedulers table's "
+                     "population), through "
                      "`evaluate_with_decoder`, "
                      f"unsharded and sharded over the {len(jax.devices())} host device(s); same "
                      "graphs, keys and parameters as the main table, results checked identical. "
@@ -424,6 +427,9 @@ def render(results: dict[Config, Result], main: list[Config], batch: Config | No
                      "without fusion at the same N and D. The event-driven rows run "
                      + ("their fused kernel (`gsched.costmodel.pallas_dynamic`)."
                         if pallas_applies(backend) else
+                        "their blocks (`gsched.costmodel.dense_dynamic`); the loop of "
+                        "`gsched.costmodel.dynamic` they replace is timed in the decoders "
+                        "table." if backend == "cpu" else
                         "the loop of `gsched.costmodel.dynamic`.")), "",
                 _row(["mode", "N ops", "bucket N/T/E", "D", "P", "compile s", "ms/call",
                       "evals/s", "µs/eval", "vs list"]), _row(["---"] * 10)]
