@@ -75,6 +75,7 @@ from gsched.harness.benchmarks import (
     section_header,
     write_section,
 )
+from gsched.infra import resources
 from gsched.infra.progress import log
 
 DEFAULT_SIZES = (100, 500, 2000, 10_000)
@@ -656,6 +657,9 @@ def main(argv: Sequence[str] | None = None) -> dict[Config, Result]:
         key = jax.random.fold_in(base_key, i)
         rs = [measure(job[0], graphs, args.repeats, key)] if len(job) == 1 else \
             measure_interleaved(job, graphs, args.repeats, key)
+        # ~450–1,200 memory mappings per compiled evaluation on a CPU (the §8.2 blocks the
+        # most): a whole run's kept alive passed Linux's cap (gsched.infra.resources).
+        resources.release_if_crowded()
         elapsed = time.perf_counter() - start
         left = len(jobs) - i - 1
         for r in rs:
