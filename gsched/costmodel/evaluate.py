@@ -498,7 +498,8 @@ def _fused_decoder(decoder: str, scheduler: str) -> str | None:
     and ``"pallas"`` with §8.2's (:mod:`gsched.costmodel.pallas_dynamic`; their lane kernel is
     checked on a GPU, not yet timed); on a CPU, ``"dense"`` with §8.2's
     (:mod:`gsched.costmodel.dense_dynamic`: the event-driven kernel's step in plain JAX,
-    chromosomes in blocks; 1.5–10× the loop's throughput on 2 cores, docs/benchmarks.md). On
+    chromosomes in blocks; 7.7–16.5× the loop's throughput at 500 and 2,000 ops on 2 cores,
+    docs/benchmarks.md). On
     a TPU "auto" keeps the loop: ``"pallas_tpu"`` runs one chromosome after another on a core,
     and no TPU has timed it against the loop yet (docs/design.md)."""
     if decoder.startswith("pallas") or (decoder == "dense" and scheduler != "list"):

@@ -20,9 +20,9 @@ and device counts ``D``, with compile time reported apart from steady-state time
   loop against what replaces it (on a CPU :mod:`gsched.costmodel.dense_dynamic`, at the
   schedulers table's population; on a GPU their kernels, :mod:`gsched.costmodel.
   pallas_dynamic` and :mod:`gsched.costmodel.pallas_lanes_dynamic`); this table times them
-  next to the loop they
-  replace (``evaluate_with_decoder``), unsharded and with one shard per device, the calls of
-  each size and ``D`` interleaved so that all see the same machine load (``--decoder-sizes``,
+  next to the loop they replace (``evaluate_with_decoder``), unsharded and with one shard per
+  device (the list scheduler's), the calls of each size and ``D`` interleaved so that all see
+  the same machine load (``--decoder-sizes``,
   ``--decoder-devices``, ``--decoder-population``; by default at the benchmarked sizes among
   500 and 2,000 ops, ``D = 1, 2``, ``P = 512``);
 * the schedulers table: SPEC §8.2's event-driven ``priority`` / ``fifo`` schedulers next to
@@ -104,7 +104,7 @@ def default_population(num_ops: int, backend: str, scheduler: str = "list") -> i
     """Population per call: ~0.3–1 s per call on a 2-core CPU, enough parallel work on a GPU.
     The event-driven schedulers cost O(V) per started item (O(V²) per evaluation), so they get
     smaller populations (on a CPU, sized for their blocks, :mod:`gsched.costmodel.
-    dense_dynamic`; the loop they replace takes ~5× as long)."""
+    dense_dynamic`; the loop they replace takes 8–16× as long)."""
     if scheduler != "list":  # on a GPU, the fused kernel (~2× the list kernel's work)
         table = ((100, 256), (500, 64), (2000, 16), (math.inf, 2)) if backend == "cpu" else \
             ((100, 16384), (500, 4096), (2000, 1024), (math.inf, 128))
