@@ -4,7 +4,8 @@ loop of gsched.costmodel.dynamic and its memory walk (order, start and end times
 runtime) on random graphs with program inputs and exact key ties, D = 1–3, several chunks, a
 fan whose streams hold hundreds of known items with equal ready times, populations that do not
 fill a block, pinned ops and fusion, a graph padded into a larger bucket; both it and the loop
-against the independent reference (tests/reference_exec.py)."""
+against the independent reference (tests/reference_exec.py). Each grid runs some of its
+values by default, the rest under ``make test-slow`` (tests/grids.py)."""
 
 from __future__ import annotations
 
@@ -18,6 +19,7 @@ from gsched.costmodel.evaluate import evaluate_population, evaluate_with_decoder
 from gsched.costmodel.host import evaluation_to_dict
 from gsched.generators import random_computation_graph
 from tests.graphs import with_inputs
+from tests.grids import diagonal_then_slow, slow_except
 from tests.test_pallas_decode import (
     BUCKET,
     PARAMS,
@@ -35,14 +37,14 @@ def dense(padded, keys, d, params=PARAMS, **kwargs):
     return compare(padded, keys, d, params, decoder="dense", **kwargs)
 
 
-@pytest.mark.parametrize("scheduler", SCHEDULERS)
-@pytest.mark.parametrize("d", [1, 2, 3])
+@pytest.mark.parametrize("d, scheduler", diagonal_then_slow([1, 2, 3], SCHEDULERS))
 def test_matches_the_loop_bit_for_bit(d, scheduler):
     feasible = compare_on_small_graphs(d, decoder="dense", scheduler=scheduler)
     assert feasible.any() and not feasible.all()  # the capacity bites for some
 
 
-@pytest.mark.parametrize("chunk, scheduler", [(1, "fifo"), (3, "priority"), (16, "fifo")])
+@pytest.mark.parametrize("chunk, scheduler",
+                         slow_except([(1, "fifo"), (3, "priority"), (16, "fifo")], (3, "priority")))
 def test_any_chunk_of_successor_entries_matches(chunk, scheduler):
     rng = np.random.default_rng(40 + chunk)
     graph = small_graphs(rng)[1]
@@ -50,19 +52,20 @@ def test_any_chunk_of_successor_entries_matches(chunk, scheduler):
           scheduler=scheduler)
 
 
-@pytest.mark.parametrize("scheduler", SCHEDULERS)
+@pytest.mark.parametrize("scheduler", slow_except(SCHEDULERS, "priority"))
 def test_many_known_items_with_equal_ready_times(scheduler):
     compare_on_a_fan("dense", scheduler)
 
 
-@pytest.mark.parametrize("population", [1, 5, dense_dynamic.BLOCK + 3])
+@pytest.mark.parametrize("population", slow_except([1, 5, dense_dynamic.BLOCK + 3], 1,
+                                                   dense_dynamic.BLOCK + 3))
 def test_populations_that_do_not_fill_a_block(population):
     rng = np.random.default_rng(population)
     graph = with_inputs(random_computation_graph(25, rng), rng)
     dense(pad_graph(graph, BUCKET), tie_keys(rng, graph, population, 2), 2, scheduler="fifo")
 
 
-@pytest.mark.parametrize("scheduler", SCHEDULERS)
+@pytest.mark.parametrize("scheduler", slow_except(SCHEDULERS, "fifo"))
 def test_pinned_ops_and_fusion(scheduler):
     rng = np.random.default_rng(4)
     graph = with_inputs(random_computation_graph(20, rng), rng)
@@ -103,8 +106,8 @@ def test_auto_runs_it_on_a_cpu(monkeypatch):
     assert calls if jax.default_backend() == "cpu" else not calls
 
 
-@pytest.mark.parametrize("decoder", ["dense", "loop"])
-@pytest.mark.parametrize("scheduler", SCHEDULERS)
+# "auto" runs "dense" against the reference in tests/test_exec_model.py too.
+@pytest.mark.parametrize("scheduler, decoder", diagonal_then_slow(SCHEDULERS, ["loop", "dense"]))
 def test_matches_the_independent_reference(scheduler, decoder):
     # "auto" runs "dense" on a CPU (tests/test_exec_model.py); the loop keeps its own check.
     assert_matches_the_reference(scheduler, decoder)
