@@ -42,6 +42,7 @@ import jax
 import jax.numpy as jnp
 from jax import lax
 
+from gsched.core import fixedpoint as fp
 from gsched.costmodel.dense import in_blocks
 from gsched.costmodel.pallas_decode import NEVER
 from gsched.costmodel.schedule import TIME_LO_BITS
@@ -79,26 +80,20 @@ def block_schedule(word: jnp.ndarray, rows: jnp.ndarray, successor: jnp.ndarray,
     xs = (in_blocks(word, fill, block), in_blocks(rows, -1, block),
           in_blocks(successor, -1, block), in_blocks(count, 0, block),
           in_blocks(stream, 0, block))
-    run = _one_block(fifo=fifo, chunk=chunk, k=k, num_streams=2 * num_devices)
-    order, start_hi, start_lo, tail = lax.map(run, xs)
+
+    def one_block(x):
+        word, rows, successor, count, stream = x
+        with jax.enable_x64(True):
+            return _schedule(word.T, rows.transpose(1, 0, 2), successor.T, count, stream.T,
+                             fifo=fifo, chunk=chunk, k=k, num_streams=2 * num_devices)
+
+    order, start_hi, start_lo, tail = lax.map(one_block, xs)
     return tuple(x.reshape((-1,) + x.shape[2:])[:batch]
                  for x in (order, start_hi, start_lo, tail))
 
 
-def _one_block(*, fifo: bool, chunk: int, k: int, num_streams: int):
-    """The schedule of one block (the arrays of :func:`block_schedule` with ``B`` = the block)."""
-
-    def run(x):
-        word, rows, successor, count, stream = x
-        with jax.enable_x64(True):
-            return _schedule(word.T, rows.transpose(1, 0, 2), successor.T, count, stream.T,
-                             fifo=fifo, chunk=chunk, k=k, num_streams=num_streams)
-
-    return run
-
-
 def _schedule(word, rows, successor, count, stream, *, fifo, chunk, k, num_streams):
-    """:func:`_one_block` on lane-minor arrays (``[W, B]``; ``rows [W, B, C]``, ``successor
+    """One block of :func:`block_schedule` on lane-minor arrays (``[W, B]``; ``rows [W, B, C]``, ``successor
     [Q, B]``), under ``jax.enable_x64``."""
     width, block = word.shape
     lane = jnp.arange(block, dtype=jnp.int32)
@@ -109,9 +104,6 @@ def _schedule(word, rows, successor, count, stream, *, fifo, chunk, k, num_strea
     unknown_time = 1 << (62 - bits)
     unknown = unknown_time << bits
     flat_rows = rows.reshape(width * block, -1)
-
-    def to_time(hi, lo):
-        return jnp.left_shift(hi.astype(jnp.int64), TIME_LO_BITS) + lo.astype(jnp.int64)
 
     def walk(word, ready, avail, targets, end, active):
         """Firing successor slots ``targets [S, B]`` (−1: none) lose a dependency and have
@@ -148,7 +140,7 @@ def _schedule(word, rows, successor, count, stream, *, fifo, chunk, k, num_strea
         best = _min_over_slots(jnp.where(candidate, slot, width))  # [B]
         best = jnp.where(active, best, 0)
         row = flat_rows[best * block + lane]  # [B, C]
-        end = start + to_time(row[:, 0], row[:, 1])
+        end = start + fp.to_int64(fp.Fixed(row[:, 0], row[:, 1]), TIME_LO_BITS)
         free = jnp.where((jnp.arange(num_streams)[:, None] == on[None, :]) & active[None, :],
                          jnp.left_shift(end, bits)[None, :] | jnp.arange(num_streams)[:, None],
                          free)
@@ -181,12 +173,9 @@ def _schedule(word, rows, successor, count, stream, *, fifo, chunk, k, num_strea
              jnp.full((width, block), -1, jnp.int32), jnp.zeros((width, block), jnp.int64))
     *_, latest, order, start = lax.fori_loop(0, jnp.max(count), step, carry)
     taken = jnp.sum(order >= 0, axis=0, dtype=jnp.int32)
-    lo_mask = (1 << TIME_LO_BITS) - 1
-    tail = jnp.stack([jnp.right_shift(latest, TIME_LO_BITS).astype(jnp.int32),
-                      (latest & lo_mask).astype(jnp.int32), taken,
-                      jnp.zeros(block, jnp.int32)], axis=1)
-    return (order.T, jnp.right_shift(start, TIME_LO_BITS).astype(jnp.int32).T,
-            (start & lo_mask).astype(jnp.int32).T, tail)
+    makespan, start = fp.from_int64(latest, TIME_LO_BITS), fp.from_int64(start.T, TIME_LO_BITS)
+    tail = jnp.stack([makespan.hi, makespan.lo, taken, jnp.zeros(block, jnp.int32)], axis=1)
+    return order.T, start.hi, start.lo, tail
 
 
 def _min_over_slots(x: jnp.ndarray) -> jnp.ndarray:
