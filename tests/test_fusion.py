@@ -15,7 +15,7 @@ import pytest
 from gsched import random_computation_graph
 from gsched.core.padding import Bucket, batch_graphs, pad_graph, pad_keys
 from gsched.costmodel.evaluate import evaluate_batch, evaluate_population, order_keys
-from gsched.costmodel.fusion import contract, fusion_roots
+from gsched.costmodel.fusion import _dedup_sorted, contract, fusion_roots
 from gsched.costmodel.host import evaluate_graph, evaluate_order
 from gsched.costmodel.params import check_cost_params
 from tests import reference_exec as rx
@@ -161,6 +161,24 @@ def test_identity_contraction_keeps_the_graph():
         pairs(padded, "edge_tensor", "edge_consumer", "edge_mask")
     assert pairs(same, "pair_producer", "pair_consumer", "pair_mask") == \
         pairs(padded, "pair_producer", "pair_consumer", "pair_mask")
+
+
+@pytest.mark.parametrize("sizes", [(64, 32), (1 << 20, 1 << 15)], ids=["int32", "int64"])
+def test_relation_dedup_sorts_and_packs_the_distinct_pairs(sizes):
+    """The contraction's relation step against numpy, with a key that fits 30 bits and one that
+    needs int64 (values near both sizes' tops, many repeats, a mask)."""
+    rng = np.random.default_rng(0)
+    size = 300
+    first = rng.integers(sizes[0] - 6, sizes[0], size).astype(np.int32)
+    second = rng.integers(sizes[1] - 6, sizes[1], size).astype(np.int32)
+    mask = rng.random(size) < 0.7
+    keep, a, b = jax.jit(_dedup_sorted, static_argnums=(2, 4))(mask, first, sizes[0], second,
+                                                                 sizes[1])
+    want = sorted(set(zip(first[mask].tolist(), second[mask].tolist())))
+    assert 0 < len(want) < mask.sum()
+    np.testing.assert_array_equal(keep, np.arange(size) < len(want))
+    np.testing.assert_array_equal(np.stack([a, b], 1)[: len(want)], np.array(want))
+    assert not np.any(np.asarray(a)[len(want):]) and not np.any(np.asarray(b)[len(want):])
 
 
 @pytest.mark.parametrize("scheduler", SCHEDULERS)
