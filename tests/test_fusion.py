@@ -19,7 +19,7 @@ from gsched.costmodel.fusion import _dedup_sorted, contract, fusion_roots
 from gsched.costmodel.host import evaluate_graph, evaluate_order
 from gsched.costmodel.params import check_cost_params
 from tests import reference_exec as rx
-from tests.graphs import diamond
+from tests.graphs import chain, diamond
 from tests.test_exec_model import BUCKET, SCHEDULERS, exact_durations, random_case
 
 D1_KEYS = [.5] * 4 + [.9, .8, .7, .1] + [.5] * 4
@@ -239,6 +239,28 @@ def test_fusion_roots_are_in_trees_on_one_device():
         assert root[r] == r and device[j] == device[r]
         if r != j:
             assert keys[j] >= 0.5 and not graph.is_input[j]
+
+
+@pytest.mark.parametrize("case", ["chain", 3, 4, 6, 7, 8])
+def test_roots_without_a_capacity_are_the_greedy_merges(case):
+    """Without a capacity the roots come from pointer jumping; with one that no group can
+    exceed (every op's outputs together) they come from the greedy loop: the same roots, on a
+    chain as long as the bucket (the longest jump) and on random graphs with random keys."""
+    if case == "chain":
+        rng, graph = np.random.default_rng(0), chain(BUCKET.num_ops)
+        keys = np.ones(BUCKET.num_ops, np.float32)
+    else:
+        rng, graph = random_case(case)
+        keys = rng.random(BUCKET.num_ops).astype(np.float32)
+    padded = pad_graph(graph, BUCKET)
+    device = rng.integers(0, 2, BUCKET.num_ops).astype(np.int32) * (case != "chain")
+    everything = np.float32(2 * np.sum(graph.tensor_size) + 1)
+    roots = [np.asarray(fusion_roots(padded, device, keys, np.float32(c)))
+             for c in (np.inf, everything)]
+    np.testing.assert_array_equal(*roots)
+    assert len(np.unique(roots[0][: graph.num_ops])) < graph.num_ops  # something fused
+    if case == "chain":
+        assert (roots[0][: graph.num_ops] == graph.num_ops - 1).all()
 
 
 # ---------------------------------------------------------------------------------------------
