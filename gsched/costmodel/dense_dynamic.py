@@ -12,19 +12,25 @@ block's arrays are reused at every step). Times are exact fixed-point values hel
 int64 each (``hi · 2**TIME_LO_BITS + lo``), and the passes over the slots read one array,
 ``avail``: per slot ``ready · 2**b + stream`` once it is known (all its dependencies
 started), a time above every other while it is not or once it has started (``b`` bits of a
-stream). With each stream's free time held as ``free · 2**b + stream`` too, a step is:
+stream). Each stream's free time is held as ``free · 2**b + stream`` too, and its ``low``, the
+smallest ``avail`` of its slots, is kept per chromosome. A step is:
 
-1. one reduction over the slots: the stream and start, the minimum of ``max(avail, the free
-   time of the slot's stream)`` (ties go to the smaller stream, §8.2's rule);
-2. one reduction (two for ``"fifo"``) for the item: the smallest slot (= §2 rank) of that
-   stream with ``avail`` at most the start, or the smallest ``(ready, slot)`` of the stream
-   (§8.2 reads a program input's ready time as −∞; an input is ready at 0 and has its
-   stream's smallest slots, so ``(0, slot)`` already puts it first, as in the lane kernel);
+1. one reduction over the slots: ``low`` of the stream that started an item in the previous
+   step (the only one an item left; a slot that becomes known lowers its stream's ``low`` as
+   it is walked). The stream and start are then the minimum over the ``2·D`` streams of
+   ``max(low, free)`` (ties go to the smaller stream, §8.2's rule), not a pass over the slots
+   that selects each slot's stream's free time (``2·D − 1`` selects per slot);
+2. one reduction for the item: the smallest slot (= §2 rank) of that stream with ``avail`` at
+   most the start, or for ``"fifo"`` the smallest slot whose ``avail`` is the stream's
+   ``low``, i.e. the smallest ``(ready, slot)`` (§8.2 reads a program input's ready time as
+   −∞; an input is ready at 0 and has its stream's smallest slots, so ``(0, slot)`` already
+   puts it first, as in the lane kernel);
 3. a gather of its row per chromosome (duration, successors), its stream's new free time,
    and scatters of ``BLOCK`` elements per successor column: a firing successor loses a
    dependency (``word``), has its ready time raised to the end (``ready``), and enters
-   ``avail`` when it has no dependency left; the successors past the row's inline ones are
-   walked ``chunk`` at a time while any chromosome of the block has some.
+   ``avail`` (and its stream's ``low``) when it has no dependency left; the successors past
+   the row's inline ones are walked ``chunk`` at a time while any chromosome of the block has
+   some.
 
 Each reduction first folds :data:`FOLD` slices of the slots elementwise, which XLA:CPU fuses
 with the ops that make them (reducing ``[V_p, BLOCK]`` directly, it writes the whole masked
@@ -93,8 +99,8 @@ def block_schedule(word: jnp.ndarray, rows: jnp.ndarray, successor: jnp.ndarray,
 
 
 def _schedule(word, rows, successor, count, stream, *, fifo, chunk, k, num_streams):
-    """One block of :func:`block_schedule` on lane-minor arrays (``[W, B]``; ``rows [W, B, C]``, ``successor
-    [Q, B]``), under ``jax.enable_x64``."""
+    """One block of :func:`block_schedule` on lane-minor arrays (``[W, B]``; ``rows [W, B, C]``,
+    ``successor [Q, B]``), under ``jax.enable_x64``."""
     width, block = word.shape
     lane = jnp.arange(block, dtype=jnp.int32)
     slot = lax.broadcasted_iota(jnp.int32, (width, block), 0)
@@ -104,52 +110,64 @@ def _schedule(word, rows, successor, count, stream, *, fifo, chunk, k, num_strea
     unknown_time = 1 << (62 - bits)
     unknown = unknown_time << bits
     flat_rows = rows.reshape(width * block, -1)
+    streams = jnp.arange(num_streams, dtype=jnp.int32)[:, None]
 
-    def walk(word, ready, avail, targets, end, active):
+    def lowest_on(avail, on_stream, which):
+        """``[B]``: the smallest ``avail`` among the slots on stream ``which [B]``, ``unknown``
+        where there is none (``on_stream [W, B]``: each slot's)."""
+        return _min_over_slots(jnp.where(on_stream == which[None, :], avail, unknown))
+
+    def walk(word, ready, avail, low, targets, end, active):
         """Firing successor slots ``targets [S, B]`` (−1: none) lose a dependency and have
-        their ready time raised to ``end [B]``; those left with none become known."""
+        their ready time raised to ``end [B]``; those left with none become known (and
+        count in their stream's ``low``)."""
         at = jnp.where((targets >= 0) & active[None, :], targets, width)
-        index = (at.reshape(-1), jnp.broadcast_to(lane, at.shape).reshape(-1))
+        lanes = jnp.broadcast_to(lane, at.shape).reshape(-1)
+        index = (at.reshape(-1), lanes)
         word = word.at[index].add(-(1 << k), mode="drop", unique_indices=True)
         ready = ready.at[index].max(jnp.broadcast_to(end, at.shape).reshape(-1), mode="drop",
                                     unique_indices=True)
         # Gathered after the updates (a target out of range reads a clamped, dropped row).
         known = word.at[index].get(mode="clip") < (1 << k)
         time = jnp.where(known, ready.at[index].get(mode="clip"), unknown_time)
-        avail = avail.at[index].set(jnp.left_shift(time, bits)
-                                    | stream.at[index].get(mode="clip").astype(jnp.int64),
-                                    mode="drop", unique_indices=True)
-        return word, ready, avail
+        on = stream.at[index].get(mode="clip")
+        value = jnp.left_shift(time, bits) | on.astype(jnp.int64)
+        avail = avail.at[index].set(value, mode="drop", unique_indices=True)
+        # Each stream's new low: a min over the targets per stream (cheaper than a scatter).
+        on = jnp.where(index[0] < width, on, num_streams).reshape(at.shape)
+        low = jnp.minimum(low, jnp.min(jnp.where(on[None] == streams[:, :, None],
+                                                 value.reshape(at.shape)[None], unknown),
+                                       axis=1))
+        return word, ready, avail, low
 
     def step(s, carry):
-        word, ready, avail, free, latest, order, start_out = carry
+        word, ready, avail, low, dirty, free, latest, order, start_out = carry
         on_stream = avail & ((1 << bits) - 1)
-        free_of = free[0][None, :]
-        for j in range(1, num_streams):
-            free_of = jnp.where(on_stream == j, free[j][None, :], free_of)
-        key = _min_over_slots(jnp.maximum(avail, free_of))  # [B]
+        low = jnp.where(streams == dirty[None, :], lowest_on(avail, on_stream, dirty)[None, :],
+                        low)
+        key = jnp.min(jnp.maximum(low, free), axis=0)  # [B]
         active = key < unknown
         start = jnp.right_shift(key, bits)
-        on = key & ((1 << bits) - 1)
+        on = (key & ((1 << bits) - 1)).astype(jnp.int32)
         if fifo:  # a program input's ready time is read as −∞, but it is ready at 0 and has
             # the smallest slots of its stream (§2 ranks inputs first): (0, slot) orders it first
-            first = _min_over_slots(jnp.where(on_stream == on[None, :], avail, unknown))
-            candidate = avail == first[None, :]
+            first = jnp.take_along_axis(low, on[None, :], axis=0)  # the stream's lowest
+            candidate = avail == first
         else:  # the stream's known slots ready by the start (unknown ones are later)
             candidate = (on_stream == on[None, :]) & (avail <= key[None, :])
         best = _min_over_slots(jnp.where(candidate, slot, width))  # [B]
         best = jnp.where(active, best, 0)
         row = flat_rows[best * block + lane]  # [B, C]
         end = start + fp.to_int64(fp.Fixed(row[:, 0], row[:, 1]), TIME_LO_BITS)
-        free = jnp.where((jnp.arange(num_streams)[:, None] == on[None, :]) & active[None, :],
-                         jnp.left_shift(end, bits)[None, :] | jnp.arange(num_streams)[:, None],
-                         free)
+        free = jnp.where((streams == on[None, :]) & active[None, :],
+                         jnp.left_shift(end, bits)[None, :] | streams, free)
         latest = jnp.where(active, jnp.maximum(latest, end), latest)
         order = order.at[s].set(jnp.where(active, best, -1))
         start_out = start_out.at[s].set(jnp.where(active, start, 0))
         avail = avail.at[jnp.where(active, best, width), lane].set(unknown, mode="drop",
                                                                   unique_indices=True)
-        word, ready, avail = walk(word, ready, avail, row[:, 2:2 + chunk].T, end, active)
+        word, ready, avail, low = walk(word, ready, avail, low, row[:, 2:2 + chunk].T, end,
+                                       active)
 
         def window(c):
             q, *state = c
@@ -160,16 +178,19 @@ def _schedule(word, rows, successor, count, stream, *, fifo, chunk, k, num_strea
 
         first_entry, last = row[:, 2 + chunk], row[:, 3 + chunk]
         last = jnp.where(active, last, first_entry)
-        _, word, ready, avail = lax.while_loop(lambda c: jnp.any(c[0] < last), window,
-                                               (first_entry, word, ready, avail))
-        return word, ready, avail, free, latest, order, start_out
+        _, word, ready, avail, low = lax.while_loop(lambda c: jnp.any(c[0] < last), window,
+                                                    (first_entry, word, ready, avail, low))
+        # The started item leaves its stream: that stream's lowest is found again next step.
+        return word, ready, avail, low, on, free, latest, order, start_out
 
     zero = jnp.zeros(block, jnp.int64)
     known = word < (1 << k)  # ready at 0
     avail = jnp.left_shift(jnp.where(known, 0, unknown_time).astype(jnp.int64), bits) | stream
-    free = jnp.broadcast_to(jnp.arange(num_streams, dtype=jnp.int64)[:, None],
-                            (num_streams, block))  # every stream free at 0
-    carry = (word, jnp.zeros((width, block), jnp.int64), avail, free, zero,
+    free = jnp.broadcast_to(streams.astype(jnp.int64), (num_streams, block))  # all free at 0
+    low = jnp.stack([lowest_on(avail, stream, jnp.full(block, j, jnp.int32))
+                     for j in range(num_streams)])
+    carry = (word, jnp.zeros((width, block), jnp.int64), avail, low,
+             jnp.full(block, num_streams, jnp.int32), free, zero,
              jnp.full((width, block), -1, jnp.int32), jnp.zeros((width, block), jnp.int64))
     *_, latest, order, start = lax.fori_loop(0, jnp.max(count), step, carry)
     taken = jnp.sum(order >= 0, axis=0, dtype=jnp.int32)
