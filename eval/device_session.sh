@@ -23,8 +23,9 @@
 # at 500 ops and in whole evaluations; self-contained, ~6–9 min), lanes_scaling (the
 # same at 2,000 and 10,000 ops), lanes_dynamic (SPEC §8.2's schedulers with one chromosome
 # per lane, checked, then timed against their register kernel at 500 ops, D = 2; ~4–5 min)
-# lanes_population (the list lane kernel from 1,024 to 65,536 chromosomes; ~3 min) and
-# lanes_resident (the list lane kernel with fewer programs than blocks; ~3–5 min).
+# lanes_population (the list lane kernel from 1,024 to 65,536 chromosomes; ~3 min),
+# lanes_resident (the list lane kernel with fewer programs than blocks; ~3–5 min) and fusion
+# (the list and priority schedulers with and without SPEC §8.3 fusion at 500 ops, D = 2).
 # 2026-11-26 on an H200 (session 9): "check bench train tests", then "profile go_gdp scaling".
 # 2026-11-26 on an H100 (session 13): "check tune bench profile" (333 s), then "tests go_gdp
 # scaling" (299 s; tests and go_gdp ran out of their limits, raised since). The tuning made the
@@ -78,7 +79,9 @@
 # defaults; the kernels against session 13's, BASELINE = a worktree of 9e5fd8d);
 # then "memory regs" (whole evaluations of the list kernels at 500 ops, D = 2; the
 # memory kernel against the register one up to 10,000 ops; XLA's registers per kernel; the
-# prologue's rows "slot ranking" / "slot tables" / "kernel inputs"), then "bench", "go_gdp"
+# prologue's rows "slot ranking" / "slot tables" / "kernel inputs"), then "fusion" (session
+# 33 made fusion's contraction one packed sort per relation: 2,525 -> 2,406 kB per fused
+# pallas_lanes evaluation by XLA GPU's count; never timed on a GPU), "bench", "go_gdp"
 # (GDP's and GO's first compile with the kernels took over 40 s), "tune" (its 2,000-op sweep
 # checks the warps rule above 1,024 lanes) and "tests"; compare timings only on the same
 # kind of card.
@@ -210,6 +213,15 @@ bench() {  # make bench's two programs on a reduced grid, into a copy of the doc
     --section-title "Cost-model throughput at 2,000 ops — GPU"
   step 35 bench_brkga_b8 $PY -m eval.bench_brkga --sizes 500 --batch 8 --repeats 1 \
     --output "$OUT/brkga_b8.md"
+}
+
+fusion() {  # SPEC §8.3 fusion (GO's default, with priority) at 500 ops, D = 2: the list and
+  # priority schedulers with and without it ("bench" runs --no-fusion; never timed on a GPU)
+  [ -f "$OUT/benchmarks.md" ] || cp docs/benchmarks.md "$OUT/benchmarks.md"
+  step 150 bench_fusion $PY -m eval.bench_cost_model --sizes 500 --devices 2 --repeats 3 \
+    --chunks '' --sweep-populations '' --batch-graphs 0 --schedulers list,priority \
+    --decoder-sizes '' --output "$OUT/benchmarks.md" \
+    --section-title "Cost-model throughput with fusion, 500 ops, D = 2 — GPU"
 }
 
 train() {  # the paper-scale configs as far as the time allows (step rate, first metrics)
