@@ -122,8 +122,7 @@ def _schedule(word, rows, successor, count, stream, *, fifo, chunk, k, num_strea
         their ready time raised to ``end [B]``; those left with none become known (and
         count in their stream's ``low``)."""
         at = jnp.where((targets >= 0) & active[None, :], targets, width)
-        lanes = jnp.broadcast_to(lane, at.shape).reshape(-1)
-        index = (at.reshape(-1), lanes)
+        index = (at.reshape(-1), jnp.broadcast_to(lane, at.shape).reshape(-1))
         word = word.at[index].add(-(1 << k), mode="drop", unique_indices=True)
         ready = ready.at[index].max(jnp.broadcast_to(end, at.shape).reshape(-1), mode="drop",
                                     unique_indices=True)
@@ -134,7 +133,7 @@ def _schedule(word, rows, successor, count, stream, *, fifo, chunk, k, num_strea
         value = jnp.left_shift(time, bits) | on.astype(jnp.int64)
         avail = avail.at[index].set(value, mode="drop", unique_indices=True)
         # Each stream's new low: a min over the targets per stream (cheaper than a scatter).
-        on = jnp.where(index[0] < width, on, num_streams).reshape(at.shape)
+        on = jnp.where(at < width, on.reshape(at.shape), num_streams)  # dropped: no stream
         low = jnp.minimum(low, jnp.min(jnp.where(on[None] == streams[:, :, None],
                                                  value.reshape(at.shape)[None], unknown),
                                        axis=1))
