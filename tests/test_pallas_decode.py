@@ -23,7 +23,6 @@ from gsched.costmodel.host import item_to_tuple
 from gsched.costmodel.pallas_decode import (
     active_entries,
     default_num_warps,
-    inclusive_count,
     lane_width_index,
     lane_widths,
     pallas_applies,
@@ -36,7 +35,13 @@ from gsched.costmodel.pallas_dynamic import (
     pallas_dynamic_schedule,
 )
 from gsched.costmodel.params import CostParams
-from gsched.costmodel.schedule import decode_placement, item_devices, schedule_init
+from gsched.costmodel.schedule import (
+    count_at_most,
+    decode_placement,
+    inclusive_count,
+    item_devices,
+    schedule_init,
+)
 from gsched.formats import load_graph
 from gsched.generators import random_computation_graph
 from tests.graphs import SHARED_DIAMOND, assert_identical, chain, diamond, with_inputs
@@ -293,6 +298,20 @@ def test_inclusive_count_is_the_cumulative_sum_by_words():
             flags = rng.random(size) < fraction
             got = np.asarray(inclusive_count(jnp.asarray(flags)))
             assert got.dtype == np.int32 and (got == np.cumsum(flags)).all(), (size, fraction)
+
+
+def test_count_at_most_is_a_binary_search_of_the_ends():
+    # Ranges as CSR ends: empty ones (repeated ends), positions past the last end, and ends
+    # at or past the list's size.
+    rng = np.random.default_rng(62)
+    for size in (1, 7, 64, 3072):
+        cases = [np.sort(rng.integers(0, size + 3, r)) for r in (1, 5, 300)] + [
+            np.zeros(4), np.full(4, size), np.array([0, 0, size + 5])]
+        for end in cases:
+            end = end.astype(np.int32)
+            got = np.asarray(count_at_most(jnp.asarray(end), size))
+            want = np.searchsorted(end, np.arange(size), side="right")
+            assert got.dtype == np.int32 and (got == want).all(), (size, end)
 
 
 @pytest.mark.parametrize("d", [1, 2, 3])

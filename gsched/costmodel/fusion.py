@@ -39,6 +39,7 @@ from jax import lax
 from gsched.core import fixedpoint as fp
 from gsched.core.padding import PaddedGraph
 from gsched.costmodel.memory import MEMORY_LO_BITS, MEMORY_VALUE_BITS, memory_units
+from gsched.costmodel.schedule import inclusive_count
 
 _SUM_LO_BITS = 16  # group sums of costs and memories
 _SUM_VALUE_BITS = 46
@@ -144,21 +145,19 @@ def _dedup_sorted(mask: jnp.ndarray, first: jnp.ndarray, first_size: int,
     1,024 entries on a CPU); int64 only where the two values need more than 30 bits."""
     second_bits = max(1, (second_size - 1).bit_length())
     wide = (first_size - 1).bit_length() + second_bits > 30
+    size = mask.shape[0]
     with jax.enable_x64(wide):
         dtype = jnp.int64 if wide else jnp.int32
         absent = jnp.iinfo(dtype).max  # above every packed pair
         key = jnp.where(mask, (first.astype(dtype) << second_bits) | second, absent)
         key = jnp.sort(key)
         keep = (key != absent) & jnp.concatenate([jnp.ones(1, bool), key[1:] != key[:-1]])
+        # The distinct keys to the front (one scatter of the packed pair), then unpacked.
+        slot = jnp.where(keep, inclusive_count(keep) - 1, size)  # size: dropped
+        key = jnp.zeros(size, dtype).at[slot].set(key, mode="drop")
         first = (key >> second_bits).astype(jnp.int32)
         second = (key & ((1 << second_bits) - 1)).astype(jnp.int32)
-    size = mask.shape[0]
-    slot = jnp.where(keep, jnp.cumsum(keep, dtype=jnp.int32) - 1, size)  # size: dropped
-
-    def packed(x):
-        return jnp.zeros(size, jnp.int32).at[slot].set(x, mode="drop")
-
-    return jnp.arange(size) < jnp.sum(keep, dtype=jnp.int32), packed(first), packed(second)
+    return jnp.arange(size) < jnp.sum(keep, dtype=jnp.int32), first, second
 
 
 def contract(graph: PaddedGraph, root: jnp.ndarray) -> PaddedGraph:

@@ -84,10 +84,12 @@ from gsched.costmodel.params import CostParams
 from gsched.costmodel.schedule import (
     Placement,
     Schedule,
+    count_at_most,
     decode_placement,
     entry_items,
     first_items,
     fixed_durations,
+    inclusive_count,
     inline_columns,
     item_devices,
     kernel_step_times,
@@ -219,13 +221,10 @@ def active_entries(graph: PaddedGraph, placement: Placement, slot: jnp.ndarray,
     entry_item, start, end = entry_items(graph, d)  # the entries' items; ranges by item
     entry_activation = activation[entry_item]
     # Each entry's owner: an op for the op entries, a tensor for the consumer entries (none
-    # past the last range).
-    # Unrolled binary searches: a rolled one is a ``while`` loop, on a GPU a launch per step.
-    owner_op = jnp.searchsorted(end[:n], jnp.arange(base, dtype=jnp.int32), side="right",
-                                method="scan_unrolled")
+    # past the last range): the ranges ending at or before it (the ends ascend).
+    owner_op = count_at_most(end[:n], base)
     owner_device = jnp.concatenate([placement.device, jnp.full(1, -2, jnp.int32)])[owner_op]
-    owner_tensor = jnp.searchsorted(graph.tensor_consumer_end, jnp.arange(e, dtype=jnp.int32),
-                                    side="right", method="scan_unrolled")
+    owner_tensor = count_at_most(graph.tensor_consumer_end, e)
     exists = jnp.concatenate([placement.transfer_exists, jnp.zeros((1, d), bool)])[owner_tensor]
     fires = jnp.concatenate([
         entry_activation[:base] == owner_device,
@@ -241,22 +240,6 @@ def active_entries(graph: PaddedGraph, placement: Placement, slot: jnp.ndarray,
     shift = jnp.concatenate([jnp.zeros(n, jnp.int32),
                              jnp.tile(jnp.arange(d, dtype=jnp.int32) * e, t)])
     return successor, before[start + shift], before[end + shift]
-
-
-def inclusive_count(flags: jnp.ndarray) -> jnp.ndarray:
-    """``jnp.cumsum(flags)`` of a boolean ``[F]`` as int32, by 32-bit words: a prefix sum over
-    ``F / 32`` popcounts, then each entry's count within its word. On a GPU XLA writes a long
-    ``cumsum`` as a two-level ``reduce_window`` over the whole row; this reads the flags once
-    and fuses the rest into the consumers."""
-    size = flags.shape[0]
-    words = -(-size // 32)
-    bits = jnp.pad(flags, (0, 32 * words - size)).reshape(words, 32).astype(jnp.uint32)
-    word = jnp.sum(bits << jnp.arange(32, dtype=jnp.uint32), axis=1, dtype=jnp.uint32)
-    count = lax.population_count(word).astype(jnp.int32)
-    before = jnp.cumsum(count) - count  # [words] set bits in the words before
-    upto = (jnp.uint32(2) << jnp.arange(32, dtype=jnp.uint32)) - jnp.uint32(1)  # bits 0..i
-    within = lax.population_count(word[:, None] & upto[None, :]).astype(jnp.int32)
-    return (before[:, None] + within).reshape(-1)[:size]
 
 
 def list_inputs(graph: PaddedGraph, keys: jnp.ndarray, placement: Placement,

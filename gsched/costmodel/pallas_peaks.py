@@ -49,7 +49,7 @@ from jax.experimental.pallas import triton as plt
 from gsched.core import fixedpoint as fp
 from gsched.core.padding import PaddedGraph
 from gsched.costmodel.memory import MEMORY_LO_BITS, item_allocations, memory_units
-from gsched.costmodel.schedule import Placement, inline_columns
+from gsched.costmodel.schedule import Placement, count_at_most, inline_columns
 
 COPY_BLOCK = 32  # counts copied into the kernel's memory this many at a time
 PEAK_COLUMNS = 6  # allocated hi, lo, temporary hi, lo, dead hi, lo; then the read columns
@@ -85,9 +85,8 @@ def item_columns(graph: PaddedGraph, size: fp.Fixed, temp: fp.Fixed, num_devices
     by_consumer = jnp.argsort(consumer, stable=True)
     consumer, tensor = consumer[by_consumer], graph.edge_tensor[by_consumer]
     reads = jnp.pad(jnp.where(consumer < n, tensor, -1), (0, chunk), constant_values=-1)
-    ops = jnp.arange(n, dtype=jnp.int32)
-    first, last = (jnp.searchsorted(consumer, ops, side=side, method="scan_unrolled")
-                   .astype(jnp.int32) for side in ("left", "right"))  # no while loop
+    last = count_at_most(consumer, n)  # each op's run in the reads: [first, last)
+    first = jnp.pad(last[:-1], (1, 0))
     op_reads = inline_columns(reads, first, last, chunk)  # [N, chunk + 2]
     transfer_reads = jnp.full((c, chunk + 2), -1, jnp.int32).at[:, chunk:].set(0).at[:, 0].set(
         jnp.repeat(jnp.arange(t, dtype=jnp.int32), d))  # its tensor inline, an empty range
