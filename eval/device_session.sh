@@ -81,7 +81,8 @@
 # memory kernel against the register one up to 10,000 ops; XLA's registers per kernel; the
 # prologue's rows "slot ranking" / "slot tables" / "kernel inputs"), then "fusion" (session
 # 33 made fusion's contraction one packed sort per relation: 2,525 -> 2,406 kB per fused
-# pallas_lanes evaluation by XLA GPU's count; never timed on a GPU), "bench", "go_gdp"
+# pallas_lanes priority evaluation by XLA GPU's count, session 34's prologue without binary
+# searches 2,406 -> 2,141; never timed on a GPU), "bench", "go_gdp"
 # (GDP's and GO's first compile with the kernels took over 40 s), "tune" (its 2,000-op sweep
 # checks the warps rule above 1,024 lanes) and "tests"; compare timings only on the same
 # kind of card.

@@ -363,8 +363,8 @@ def count_at_most(values: jnp.ndarray, size: int) -> jnp.ndarray:
     ``j``'s run. Each nonempty range ``[values[r − 1], values[r])`` flags its start; a
     position's count of flags up to it (:func:`inclusive_count`) numbers its range among the
     nonempty ones. No binary search (``log2 R`` dependent gathers of every position), no
-    ``cumsum`` over the positions (4× the word count on a CPU): with SPEC §8.3's fusion every
-    chromosome has its own lists."""
+    ``cumsum`` over the positions (on a CPU 20 µs for 5,120 flags, against 6.7 counted by
+    words): with SPEC §8.3's fusion every chromosome has its own lists."""
     r = values.shape[0]
     start = jnp.pad(values[:-1], (1, 0))
     nonempty = values > start
