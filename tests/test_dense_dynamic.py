@@ -17,6 +17,7 @@ from gsched.core.padding import Bucket, pad_graph, pad_keys
 from gsched.costmodel import dense_dynamic
 from gsched.costmodel.evaluate import evaluate_population, evaluate_with_decoder
 from gsched.costmodel.host import evaluation_to_dict
+from gsched.costmodel.params import CostParams
 from gsched.generators import random_computation_graph
 from tests.graphs import with_inputs
 from tests.grids import diagonal_then_slow, slow_except
@@ -28,7 +29,11 @@ from tests.test_pallas_decode import (
     small_graphs,
     tie_keys,
 )
-from tests.test_pallas_lanes_dynamic import assert_matches_the_reference, compare_on_a_fan
+from tests.test_pallas_lanes_dynamic import (
+    assert_matches_the_reference,
+    compare_on_a_fan,
+    fan,
+)
 
 SCHEDULERS = ("priority", "fifo")
 
@@ -55,6 +60,25 @@ def test_any_chunk_of_successor_entries_matches(chunk, scheduler):
 @pytest.mark.parametrize("scheduler", slow_except(SCHEDULERS, "priority"))
 def test_many_known_items_with_equal_ready_times(scheduler):
     compare_on_a_fan("dense", scheduler)
+
+
+def test_windows_of_entries_that_span_chromosomes(monkeypatch):
+    # Each of 8 chromosomes starts the fan's root (300 firing successors) at some step; with a
+    # window of 8 // 2 = 4 entries of the block's list, windows start inside one chromosome's
+    # range and end in the next one's. The population is this test's own: a fresh trace.
+    monkeypatch.setattr(dense_dynamic, "ENTRY_SHARE", 2)
+    graph = fan(300)
+    bucket = Bucket(302, 301, 600)
+    rng = np.random.default_rng(5)
+    dense(pad_graph(graph, bucket), tie_keys(rng, graph, 8, 2, bucket=bucket), 2,
+          CostParams(latency=0.5, bandwidth=8.0), scheduler="priority")
+
+
+@pytest.mark.parametrize("width", [1 << e for e in range(15)])
+def test_slot_groups_split_the_width_about_evenly(width):
+    group = dense_dynamic.group_size(width)
+    assert group & (group - 1) == 0 and width % group == 0  # powers of two: whole groups
+    assert group * group >= width and (group // 2) ** 2 < width  # ⌈√width⌉ in powers of two
 
 
 @pytest.mark.parametrize("population", slow_except([1, 5, dense_dynamic.BLOCK + 3], 1,
