@@ -41,8 +41,8 @@ Bit for bit the loop's schedule (``tests/test_dense_dynamic.py``); ``O(√V_p)``
 chromosome against the loop's and the register kernel's ``O(V_p)``, with fewer items and far
 fewer passes than the loop (``docs/benchmarks.md``, ``docs/design.md``). On a CPU much of a
 step's cost is its gathers and scatters (XLA:CPU splits even small ones over its threads), so
-against passes over all the slots the gain is 1.9× at 100 ops, 1.0–1.3× at 500 and 1.4–2.1×
-at 2,000 (one process, the same results).
+against passes over all the slots the gain is 1.5–2.3× at 100 ops, 1.0–1.3× at 500 and
+1.3–2.0× at 2,000 (whole evaluations in one process, the same results).
 """
 
 from __future__ import annotations
