@@ -60,7 +60,7 @@ from gsched.costmodel.schedule import TIME_LO_BITS
 
 BLOCK = 128  # chromosomes per block (the minor axis of the loop's arrays)
 ENTRY_SHARE = 4  # a step walks the block's successor entries past the rows' inline ones
-# BLOCK / ENTRY_SHARE at a time (one window for most steps at 500 ops: ~23 entries)
+# BLOCK / ENTRY_SHARE at a time (at 500 ops, D = 2: ~23 entries, 1.2 windows a step)
 
 
 @dataclasses.dataclass(frozen=True)
