@@ -2,10 +2,11 @@
 decoder "dense" with scheduler "priority" / "fifo", what "auto" runs on a CPU): bit for bit the
 loop of gsched.costmodel.dynamic and its memory walk (order, start and end times, peaks,
 runtime) on random graphs with program inputs and exact key ties, D = 1–3, several chunks, a
-fan whose streams hold hundreds of known items with equal ready times, populations that do not
-fill a block, pinned ops and fusion, a graph padded into a larger bucket; both it and the loop
-against the independent reference (tests/reference_exec.py). Each grid runs some of its
-values by default, the rest under ``make test-slow`` (tests/grids.py)."""
+fan whose streams hold hundreds of known items with equal ready times (also with windows of
+the block's successor entries that span chromosomes), populations that do not fill a block,
+pinned ops and fusion, a graph padded into a larger bucket; both it and the loop against the
+independent reference (tests/reference_exec.py); the slot groups' sizes. Each grid runs some
+of its values by default, the rest under ``make test-slow`` (tests/grids.py)."""
 
 from __future__ import annotations
 
