@@ -20,19 +20,8 @@ from gsched.costmodel import evaluate as evaluate_module
 from gsched.costmodel.evaluate import evaluate_population, evaluate_with_decoder
 from gsched.costmodel.pallas_decode import pallas_schedule
 from gsched.costmodel.pallas_dynamic import fused_schedule
-from gsched.costmodel.pallas_lanes import (
-    INLINE,
-    MAX_DEVICES,
-    list_lanes_memory,
-    pack_bits,
-    ready_tree,
-    row_successors,
-    slot_table,
-    trailing_zeros,
-    tree_levels,
-    unpack_devices,
-)
-from gsched.costmodel.schedule import decode_placement, inline_columns
+from gsched.costmodel.pallas_lanes import pack_bits, ready_tree, trailing_zeros, tree_levels
+from gsched.costmodel.schedule import decode_placement
 from gsched.generators import random_computation_graph
 from tests.graphs import assert_identical, chain
 from tests.grids import slow_except
@@ -71,45 +60,6 @@ def test_ready_tree_marks_the_ready_slots_at_every_level():
     np.testing.assert_array_equal(top, np.asarray(pack_bits(jnp.asarray(tree[:, 64:] != 0)))[:,
                                                                                            0])
     assert top[1] == 0
-
-
-def test_a_slot_table_row_keeps_what_a_step_reads():
-    # Items with 0 to 5 firing successors: at most INLINE inline, the others all from their
-    # range of the entry table; devices and sources up to the packing's limit.
-    rng = np.random.default_rng(3)
-    sizes = np.array([0, 1, 2, 3, 5, 2, 0, 4])
-    last = np.cumsum(sizes).astype(np.int32)
-    first = last - sizes
-    table = np.concatenate([rng.integers(0, 50, last[-1]), np.full(INLINE, -1)]).astype(
-        np.int32)
-    n = sizes.size
-    device, source = (rng.integers(0, MAX_DEVICES, n).astype(np.int32) for _ in range(2))
-    hi, lo, extra = (rng.integers(-2**31, 2**31, n, dtype=np.int64).astype(np.int32)
-                     for _ in range(3))
-    rows = np.concatenate([np.stack([device, source, hi, lo], axis=1),
-                           inline_columns(jnp.asarray(table), jnp.asarray(first),
-                                          jnp.asarray(last), INLINE), extra[:, None]], axis=1)
-    word = rng.integers(0, 1000, n).astype(np.int32)
-    got = np.asarray(slot_table(jnp.asarray(word)[None], jnp.asarray(rows)[None]))[0]
-    assert got.shape == (n, 9)
-    np.testing.assert_array_equal(got[:, 0], word)
-    np.testing.assert_array_equal(got[:, 1:3], 0)  # ready at 0 until a predecessor ends
-    for x, want in zip(unpack_devices(jnp.asarray(got[:, 3])), (device, source)):
-        np.testing.assert_array_equal(x, want)
-    np.testing.assert_array_equal(got[:, 4:6], np.stack([hi, lo], axis=1))
-    np.testing.assert_array_equal(got[:, 8], extra)
-    *inline, begin, end = (np.asarray(x) for x in row_successors(jnp.asarray(got[:, 6]),
-                                                                 jnp.asarray(got[:, 7])))
-    for i in range(n):
-        walked = [x for x in np.array(inline)[:, i] if x >= 0] + list(table[begin[i]:end[i]])
-        assert walked == list(table[first[i]:last[i]]), i
-
-
-def test_a_device_past_the_packing_is_refused():
-    word = jnp.zeros((1, 16), jnp.int32)
-    with pytest.raises(ValueError, match=f"at most {MAX_DEVICES} devices, got {MAX_DEVICES + 1}"):
-        list_lanes_memory(word, jnp.zeros((1, 16, 8), jnp.int32), jnp.zeros((1, 4), jnp.int32),
-                          jnp.ones(1, jnp.int32), k=4, num_devices=MAX_DEVICES + 1)
 
 
 def test_two_levels_of_the_tree_in_memory():

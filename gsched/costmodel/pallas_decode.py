@@ -67,7 +67,6 @@ from gsched.costmodel.pallas_lexmin import lexmin
 from gsched.costmodel.pallas_lexmin import lowers as lexmin_lowers
 from gsched.costmodel.memory import MemoryProfile, memory_profile, peak_memory
 from gsched.costmodel.pallas_lanes import (
-    INLINE as LANE_INLINE,
     ChromosomePerLane,
     lanes_list_kernel,
     list_lanes_memory,
@@ -243,19 +242,16 @@ def active_entries(graph: PaddedGraph, placement: Placement, slot: jnp.ndarray,
 
 
 def list_inputs(graph: PaddedGraph, keys: jnp.ndarray, placement: Placement,
-                params: CostParams, num_devices: int, chunk: int, width: int | None = None,
-                inline: int | None = None):
-    """The list kernel's prologue for one chromosome → ``(slots, k, rows [V_p, 6 + inline],
+                params: CostParams, num_devices: int, chunk: int, width: int | None = None):
+    """The list kernel's prologue for one chromosome → ``(slots, k, rows [V_p, 6 + chunk],
     time unit, runtime bound)``; ``rows`` by slot: device, source device, duration hi, lo, then
-    :func:`successor_columns` with ``inline`` slots (default ``chunk``); ``width``: ``V_p``
-    (:func:`ranked_slots`)."""
+    :func:`successor_columns`; ``width``: ``V_p`` (:func:`ranked_slots`)."""
     duration, unit, runtime_bound = fixed_durations(graph, placement, params, num_devices)
     device, source, activation = item_devices(graph, placement, num_devices)
     slots, k = slot_tables(graph, keys, placement, activation, num_devices, chunk, width)
     rows = jnp.concatenate([jnp.stack([device[slots.item], source[slots.item],
                                        duration.hi[slots.item], duration.lo[slots.item]],
-                                      axis=1), successor_columns(slots, inline or chunk)],
-                           axis=1)
+                                      axis=1), successor_columns(slots, chunk)], axis=1)
     return slots, k, rows, unit, runtime_bound
 
 
@@ -360,10 +356,8 @@ def _list_schedule(graph: PaddedGraph, keys: jnp.ndarray, placement: Placement,
     (with ``peaks``, the kernel accounting as it schedules; the TPU kernel always does;
     ``programs``: the lane kernel's, :class:`~gsched.costmodel.pallas_lanes.
     ChromosomePerLane`)."""
-    # The lane kernel's rows hold INLINE successors whatever its window (its slot table).
-    slots, k, rows, unit, runtime_bound = list_inputs(
-        graph, keys, placement, params, num_devices, chunk, width,
-        LANE_INLINE if state == "lanes" else None)
+    slots, k, rows, unit, runtime_bound = list_inputs(graph, keys, placement, params,
+                                                      num_devices, chunk, width)
     table, peak_kwargs = slots.successor, {}
     if peaks:
         rows, table, peak_kwargs, memory_unit = with_peak_tables(

@@ -13,42 +13,39 @@ chromosome's schedule with scalar-sized work per step, as the loop decoder's rea
   :func:`tree_levels`), in global memory, and its last word, ``top``, in a register. The ready
   slot of best rank is the lowest set bit, found from ``top`` down with one load per level
   (one at ``V_p ≤ 1,024``), the count of trailing zeros being a ``population_count``;
-* each slot has a row of eight int32 in global memory, one 32-byte sector: what a step reads
-  of its item and what its predecessors write (:func:`slot_table`): ``word``, the ready time
-  (hi, lo), the device and source device (16 bits each), the duration (hi, lo) and two
-  successor words (:func:`row_successors`: up to two firing successor slots inline, or the
-  range of an item's successors in the entry table when it has more). ``word`` counts
-  unfinished dependencies as :mod:`gsched.costmodel.pallas_decode` does (``(count << k) |
-  slot``); a successor whose count reaches zero sets its bit (and, when its word was empty,
-  the bit above);
+* each slot's state is four int32 in global memory, ``(word, ready hi, ready lo, 0)``: one
+  32-byte sector holds what a successor update reads and writes. ``word`` counts unfinished
+  dependencies as :mod:`gsched.costmodel.pallas_decode` does (``(count << k) | slot``); a
+  successor whose count reaches zero sets its bit (and, when its word was empty, the bit above);
 * the ``D`` devices' free times are per-lane registers.
 
-A step per lane: find and clear the best ready slot, read its row, compute the start and end
-(SPEC §4, :func:`~gsched.costmodel.schedule.kernel_step_times`), store the slot in ``order``,
-and walk the firing successors (the inline ones, or the item's range of the entry table
-``chunk`` at a time while any lane of the block has some; a group's words are loaded before
-its stores, so their round trips overlap): each loses a dependency and has its ready time set
-to the end (the list kernels' ``ends_grow`` rule: every predecessor of an item
-ends on the item's device, and those ends grow with the step). That is ``O(levels +
-successors)`` loads and stores per step, ``O(V_p · log₃₂ V_p + Q)`` per chromosome instead of
-``O(V_p²)``; no reduction over slots, one over the block per window of successors (is any lane
-still walking). Every lane's data is its own, so the lanes need no synchronization: a barrier
-per step only keeps Triton from mapping one lane to two threads between steps. ``order`` is
-stored step-major, ``[V_p, P]``, so a step's stores from a warp are contiguous. With ``peaks``
-the step also accounts SPEC §3's memory (:func:`~gsched.costmodel.pallas_peaks.account` on the
-lanes' vectors, its columns after the row's eight; decoder ``"pallas_lanes_fused"``).
+A step per lane: find and clear the best ready slot, read its row (the same ``rows`` table as
+the other list kernels: device, source device, duration, inline successors and the range of
+the rest) and its ready time, compute the start and end (SPEC §4,
+:func:`~gsched.costmodel.schedule.kernel_step_times`), store the slot in ``order``, and walk
+the firing successors (the row's ``chunk``, then the rest ``chunk`` at a time while any lane of
+the block has some; a group's words are loaded before its stores, so their round trips
+overlap): each loses a dependency and has its ready time set to the end (the list kernels'
+``ends_grow`` rule: every predecessor of an item ends on the item's device, and those ends
+grow with the step). That is ``O(levels + successors)`` loads and stores per step,
+``O(V_p · log₃₂ V_p + Q)`` per chromosome instead of ``O(V_p²)``; no reduction over slots, one
+over the block per window of successors (is any lane still walking). Every lane's data is its
+own, so the lanes need no synchronization: a barrier per step only keeps Triton from mapping
+one lane to two threads between steps. ``order`` is stored step-major, ``[V_p, P]``, so a
+step's stores from a warp are contiguous. With ``peaks`` the step also accounts SPEC §3's
+memory (:func:`~gsched.costmodel.pallas_peaks.account` on the lanes' vectors; decoder
+``"pallas_lanes_fused"``).
 
 The kernel's memory is the whole work: at 500 ops, ``D = 2`` (1,024 slots) a chromosome has
-32 KiB of slot table and a few KiB of successors, of which a step touches a few scattered
-32-byte sectors: its item's row, each firing successor's row, the tree's words. On an H200
-(2026-11-28) it was the fastest list kernel, with the rows and the state (word, ready time) in
-two tables, two sectors per item: at 500 ops, ``D = 2``, 14.7 ms per 16,384 chromosomes for
-the schedule against the register kernel's 28.6 ms, and 58× faster at 10,000 ops, so "auto"
-picks it on a GPU (docs/benchmarks.md). The one-sector rows (session 29) are untimed:
-``eval/device_session.sh ab_whole`` times them against the two tables. So is a grid of fewer
-programs than blocks, each running its blocks in turn (:class:`ChromosomePerLane`'s
-``programs``): fewer chromosomes' memory in flight, which may then stay in L2
-(``eval/device_session.sh lanes_resident``).
+16 KiB of state, 32 KiB of rows and a few KiB of successors, of which a step touches ~6
+scattered 32-byte sectors. It is the fastest list kernel on an H200 (2026-11-29, session 36):
+at 500 ops, ``D = 2``, 14.1 ms per 16,384 chromosomes for the schedule against the register
+kernel's 28.4 ms (58× faster at 10,000 ops, 2026-11-28), so "auto" picks it on a GPU. Two
+variants measured slower there (docs/benchmarks.md): one 32-byte row per slot holding the
+state and the row together (session 29; whole evaluations 0.63×, its successors past two all
+walked from the entry table), and, measured with those rows, fewer programs than blocks
+(``programs``: 0.99× at 264 programs down to 0.45× at 33; all blocks at once stays the
+default).
 """
 
 from __future__ import annotations
@@ -68,12 +65,7 @@ from gsched.costmodel.pallas_peaks import PEAK_COLUMNS, PeakOffsets, Scalars, ac
 from gsched.costmodel.schedule import kernel_step_times
 
 LANES_NUM_WARPS = 1  # default warps per program: 32 chromosomes, one per thread
-# The list kernel's slot table: one row of SLOT_WORDS int32 (one 32-byte sector) per slot,
-# what a step reads of its item and what its predecessors write, then any accounting columns.
-SLOT_WORDS = 8
-WORD, READY_HI, READY_LO = range(3)  # the columns a successor update writes (slot_table)
-INLINE = 2  # firing successors a row holds; an item with more has a range of the entry table
-MAX_DEVICES = 1 << 15  # a row packs the device and the source device in 16 bits each
+STATE_WORDS = 4  # a slot's state: word, ready hi, ready lo, unused (one 16-byte group)
 BITS = 32
 
 
@@ -114,26 +106,25 @@ def ready_tree(word: jnp.ndarray, k: int) -> tuple[jnp.ndarray, jnp.ndarray]:
     return jnp.concatenate(levels, axis=1), pack_bits(level != 0)[:, 0]
 
 
-def lanes_list_kernel(successor_ref, top_ref, count_ref, *refs, num_devices: int, chunk: int,
-                      k: int, lane: jnp.ndarray, barrier: bool,
+def lanes_list_kernel(rows_ref, successor_ref, top_ref, count_ref, *refs, num_devices: int,
+                      chunk: int, k: int, lane: jnp.ndarray, barrier: bool,
                       peaks: PeakOffsets | None = None):
     """A block of chromosomes' list schedules, one per lane (``lane [block]``: their indices in
     the batch, :class:`ChromosomePerLane`'s). Whole-batch refs:
-    ``successor [P, Q]``, ``top`` and ``count [P]``, then the ``table [P, V_p, C]``
-    (:func:`slot_table`) and ``tree [P, Σ tree_levels(V_p)]`` inputs (aliased to the last
-    outputs, their memory, used through those) → ``order [V_p, P]`` (the slot taken at each
-    step), ``tail [4, P]`` (makespan hi, lo, steps taken, 0), ``table``, ``tree``. The walk
-    of the entry table goes ``chunk`` entries at a time. ``barrier``: one per step (a GPU;
-    compiled, every tensor has one layout, a thread per lane, so it only guards against a
-    compiler that would map them otherwise).
+    ``rows [P, V_p, C]``, ``successor [P, Q]``, ``top`` and ``count [P]``, then the ``state
+    [P, 4·V_p]`` and ``tree [P, Σ tree_levels(V_p)]`` inputs (aliased to the last outputs,
+    their memory, used through those) → ``order [V_p, P]`` (the slot taken at each step),
+    ``tail [4, P]`` (makespan hi, lo, steps taken, 0), ``state``, ``tree``. ``barrier``: one
+    per step (a GPU; compiled, every tensor has one layout, a thread per lane, so it only
+    guards against a compiler that would map them otherwise).
 
     ``peaks``: also account SPEC §3's memory (:func:`~gsched.costmodel.pallas_peaks.account`,
-    one lane per chromosome): the table's rows go on with its columns, ``successor`` holds
-    its regions at ``peaks``, a ``counts [P, C_p]`` input and output (the copies' reads left,
-    aliased as the table) follow the tree's, and ``tail`` goes on with each device's peak
+    one lane per chromosome): the rows go on with its columns, ``successor`` holds its
+    regions at ``peaks``, a ``counts [P, C_p]`` input and output (the copies' reads left,
+    aliased as the state) follow the tree's, and ``tail`` goes on with each device's peak
     (hi, lo) at rows ``4 + 2·d`` (``[4 + 2·D, P]``)."""
-    n = 2 if peaks is None else 3  # the table, tree (and counts) inputs
-    order_ref, tail_ref, table_ref, tree_ref, *counts_ref = refs[n:]
+    n = 2 if peaks is None else 3  # the state, tree (and counts) inputs
+    order_ref, tail_ref, state_ref, tree_ref, *counts_ref = refs[n:]
     width = order_ref.shape[0]
     offsets, at = [], 0
     for words in tree_levels(width):
@@ -174,11 +165,11 @@ def lanes_list_kernel(successor_ref, top_ref, count_ref, *refs, num_devices: int
         any store: the group's round trips to memory overlap instead of following each
         other."""
         valids = [valid & (target >= 0) for target, valid in zip(targets, valids)]
-        targets = [jnp.where(valid, target, 0) for target, valid in zip(targets, valids)]
-        words = [table_ref[lane, target, WORD] - (1 << k) for target in targets]
-        for target, valid, word in zip(targets, valids, words):
-            for column, value in ((WORD, word), (READY_HI, end.hi), (READY_LO, end.lo)):
-                plt.store(table_ref.at[lane, target, column], value, mask=valid)
+        at = [STATE_WORDS * jnp.where(valid, target, 0) for target, valid in zip(targets, valids)]
+        words = [state_ref[lane, a] - (1 << k) for a in at]
+        for target, valid, a, word in zip(targets, valids, at, words):
+            for i, value in enumerate((word, end.hi, end.lo)):
+                plt.store(state_ref.at[lane, a + i], value, mask=valid)
             top = mark(top, target, valid & (word < (1 << k)))
         return top
 
@@ -187,18 +178,18 @@ def lanes_list_kernel(successor_ref, top_ref, count_ref, *refs, num_devices: int
         active = top != 0
         slot, top = take(top, active)
         plt.store(order_ref.at[s, lane], slot, mask=active)
-        # The row's sector: its ready time, devices, duration and successors (not its word).
-        row = [table_ref[lane, slot, column] for column in range(READY_HI, table_ref.shape[2])]
-        hi, lo, devices, duration_hi, duration_lo, a, b = row[:SLOT_WORDS - 1]
-        device, source = unpack_devices(devices)
+        columns = [rows_ref[lane, slot, column] for column in range(rows_ref.shape[2])]
+        device, source, duration_hi, duration_lo, *inline, first, last = columns[:6 + chunk]
         if peaks is not None:
-            memory = account_lanes(successor_ref, counts_ref[0], lane, row[SLOT_WORDS - 1:],
+            memory = account_lanes(successor_ref, counts_ref[0], lane, columns[6 + chunk:],
                                    device, source, active, memory, num_devices, peaks)
-        end, after = kernel_step_times(fp.Fixed(hi, lo), free, device, source,
+        at = STATE_WORDS * slot
+        ready = fp.Fixed(state_ref[lane, at + 1], state_ref[lane, at + 2])
+        end, after = kernel_step_times(ready, free, device, source,
                                        fp.Fixed(duration_hi, duration_lo), num_devices)
         free = tuple(fp.where(active, x, y) for x, y in zip(after, free))
-        top = walk_lanes(successor_ref, lane, row_successors(a, b), active, top,
-                         functools.partial(lower, end=end), window=chunk)
+        top = walk_lanes(successor_ref, lane, (*inline, first, last), active, top,
+                         functools.partial(lower, end=end))
         if barrier:
             plt.debug_barrier()
         return s + 1, top, taken + active.astype(jnp.int32), free, memory
@@ -217,64 +208,30 @@ def lanes_list_kernel(successor_ref, top_ref, count_ref, *refs, num_devices: int
         tail_ref[5 + 2 * d, lane] = peak.lo
 
 
-def slot_table(word: jnp.ndarray, rows: jnp.ndarray) -> jnp.ndarray:
-    """The list lane kernel's table of a padded batch: ``word [B, V_p]`` and the list
-    kernels' ``rows [B, V_p, 8 + X]`` with :data:`INLINE` successor columns (device, source
-    device, duration hi, lo, :func:`~gsched.costmodel.pallas_decode.successor_columns`, then
-    ``X`` accounting columns) → ``[B, V_p, SLOT_WORDS + X]``: ``word``, ready hi and lo (0),
-    the devices (:func:`unpack_devices`), the duration, two successor words
-    (:func:`row_successors`), then the ``X`` columns. What a step reads of its item and what
-    a predecessor writes share the row's first 32-byte sector."""
-    device, source, hi, lo, a, b, rest, last = (rows[..., c] for c in range(SLOT_WORDS))
-    ranged = rest < last  # more than INLINE firing successors: all walked from the table
-    zeros = jnp.zeros_like(word)
-    columns = [word, zeros, zeros, device | jnp.left_shift(source, 16), hi, lo,
-               jnp.where(ranged, -rest, a), jnp.where(ranged, last, b)]
-    return jnp.concatenate([jnp.stack(columns, axis=-1), rows[..., SLOT_WORDS:]], axis=-1)
-
-
-def unpack_devices(devices: jnp.ndarray) -> tuple[jnp.ndarray, jnp.ndarray]:
-    """A slot table row's fourth word → ``(device, source device)``."""
-    return devices & 0xFFFF, jnp.right_shift(devices, 16)
-
-
-def row_successors(a: jnp.ndarray, b: jnp.ndarray) -> tuple[jnp.ndarray, ...]:
-    """A slot table row's two successor words → :func:`walk_lanes`' columns ``(inline slot,
-    inline slot, first, last)``: up to :data:`INLINE` firing successors inline (−1 for none),
-    or, for an item with more, ``-(first + INLINE)`` (≤ −2) and ``last``: its whole range of
-    the entry table."""
-    ranged = a < -1
-    none = jnp.full_like(a, -1)
-    return (jnp.where(ranged, none, a), jnp.where(ranged, none, b),
-            jnp.where(ranged, -a - INLINE, 0), jnp.where(ranged, b, 0))
-
-
 def any_lane(flags: jnp.ndarray) -> jnp.ndarray:
     """Whether any lane of the block is flagged (the loops of a kernel with one chromosome per
     lane run while any lane still has work)."""
     return jnp.max(flags.astype(jnp.int32)) > 0
 
 
-def walk_lanes(successor_ref, lane: jnp.ndarray, columns, active: jnp.ndarray, carry, lower,
-               window: int | None = None):
+def walk_lanes(successor_ref, lane: jnp.ndarray, columns, active: jnp.ndarray, carry, lower):
     """Inside a kernel with one chromosome per lane: each active lane's firing successors, from
     its item's :func:`~gsched.costmodel.pallas_decode.successor_columns` (``columns``: the
-    inline slots, then the range of the rest in its row of ``successor_ref [P, Q]``), the rest
-    ``window`` at a time (default: as many as inline) while any lane of the block has some.
+    ``chunk`` inline slots, then the range of the rest in its row of ``successor_ref [P,
+    Q]``), the rest ``chunk`` at a time while any lane of the block has some.
     ``lower(carry, targets, valids)`` applies a group of successor slots (the inline ones,
     then each window's; ``valids``: each is one) → ``carry``."""
     *inline, first, last = columns
     carry = lower(carry, inline, [active] * len(inline))
     last = jnp.where(active, last, first)
-    window = window or len(inline)
 
-    def step(c):
+    def window(c):
         q, carry = c
-        within = [q + j < last for j in range(window)]
+        within = [q + j < last for j in range(len(inline))]
         targets = [successor_ref[lane, jnp.where(w, q + j, 0)] for j, w in enumerate(within)]
-        return q + window, lower(carry, targets, within)
+        return q + len(inline), lower(carry, targets, within)
 
-    return lax.while_loop(lambda c: any_lane(c[0] < last), step, (first, carry))[1]
+    return lax.while_loop(lambda c: any_lane(c[0] < last), window, (first, carry))[1]
 
 
 def account_lanes(successor_ref, counts_ref, lane: jnp.ndarray, columns, device, source,
@@ -302,18 +259,17 @@ def lane_scalars(ref, lane: jnp.ndarray) -> Scalars:
 def list_lanes_memory(word, rows, successor, count, *, k: int, num_devices: int,
                       peaks: PeakOffsets | None = None):
     """:func:`lanes_list_kernel`'s inputs of a padded batch (``word [B, V_p]``, the list
-    kernels' ``rows`` with :data:`INLINE` successor columns, ``successor``, ``count [B]``):
-    ``(successor, top, count)`` and the memory it works in, ``(table, tree)``
-    (:func:`slot_table`, :func:`ready_tree`; with ``peaks``, then the copies' read counts from
-    the entry table), in :class:`ChromosomePerLane`'s order. ``num_devices`` is the
-    kernel's."""
-    if num_devices > MAX_DEVICES:
-        raise ValueError(f"the list lane kernel packs a device in 16 bits: at most "
-                         f"{MAX_DEVICES} devices, got {num_devices}")
+    kernels' ``rows``, ``successor``, ``count [B]``): ``(rows, successor, top, count)`` and the
+    memory it works in, ``(state [B, 4·V_p], tree)`` (:func:`ready_tree`; with ``peaks``,
+    then the copies' read counts from the entry table), in :class:`ChromosomePerLane`'s order.
+    ``num_devices`` is the kernel's."""
+    del num_devices
     tree, top = ready_tree(word, k)
+    state = jnp.stack([word] + [jnp.zeros_like(word)] * (STATE_WORDS - 1),
+                      axis=-1).reshape(word.shape[0], -1)
     counts = () if peaks is None else (
         successor[:, peaks.counts:peaks.counts + peaks.num_counts],)
-    return (successor, top, count), (slot_table(word, rows), tree, *counts)
+    return (rows, successor, top, count), (state, tree, *counts)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -331,7 +287,8 @@ class ChromosomePerLane:
     ``programs``: at most this many programs, each running blocks ``b``, ``b + programs``,
     ... in turn (default: a program per block). Fewer programs keep fewer chromosomes' memory
     in flight (at 500 ops, ``D = 2``, ~40 KiB each: ~1,300 of them fill a 50 MB L2) at the
-    cost of fewer lanes hiding each other's latency."""
+    cost of fewer lanes hiding each other's latency; on an H200 the latter decides (slower
+    with every count tried, docs/benchmarks.md)."""
 
     memory: Callable
     num_warps: int | None = None
