@@ -65,27 +65,23 @@
 # their stores; untimed. Session 30 (no GPU): the lane kernels' grid may have fewer programs
 # than blocks of chromosomes, each running its blocks in turn (ChromosomePerLane's programs,
 # eval.tune_kernel --programs): fewer chromosomes' memory in flight; untimed.
+# Session 36 on an H200 (2026-11-29; 15 min of device time in 7 calls of 27-142 s): "ab_whole"
+# found this tree's whole evaluations at 0.63x of 841379c's (656,366 vs 1,025,630 evals/s at
+# 500 ops, D = 2, P = 16,384); ab_whole over worktrees of the commits between bisected it to
+# session 29's one-row kernel (a761a9e), which session 36 reverted (1,041,337 evals/s; 1,116,291
+# at P = 65,536); lanes_resident (fewer programs) was slower at every count; §8.2's lane
+# kernels timed 2.7-3.7x their register kernel in whole evaluations, so "auto" runs them.
 # Next GPU session (the machine stays warm only ~30 s between calls: chain them at once):
-# call 1: "lanes_resident ab_whole" (whether fewer chromosomes in flight, their memory in L2,
-# beat all of them at once: if so, make the fastest programs the default; then whole
-# evaluations of this tree against 43fec33's and 841379c's, carry=["baseline_walk",
-# "baseline_rows"]: sessions 28's and 29's changes apart; if this tree is slower than
-# baseline_rows, revert session 29's kernel); call 2: "lanes_population profile" (whether
-# the lane kernel's steps are latency- or throughput-bound; the stages of a whole evaluation,
-# where ~3.3 ms of 18.0 ms per 16,384 chromosomes were outside the lane kernel); call 3:
-# "lanes_dynamic" (§8.2's lane kernels timed against their register kernel; if faster, "auto"
-# should pick them too); call 4: "lanes check ab"
-# (on an H100: issue #16's target is an H100's; identity of every kernel at the current
-# defaults; the kernels against session 13's, BASELINE = a worktree of 9e5fd8d);
-# then "memory regs" (whole evaluations of the list kernels at 500 ops, D = 2; the
-# memory kernel against the register one up to 10,000 ops; XLA's registers per kernel; the
-# prologue's rows "slot ranking" / "slot tables" / "kernel inputs"), then "fusion" (session
-# 33 made fusion's contraction one packed sort per relation: 2,525 -> 2,406 kB per fused
-# pallas_lanes priority evaluation by XLA GPU's count, session 34's prologue without binary
-# searches 2,406 -> 2,141; never timed on a GPU), "bench", "go_gdp"
-# (GDP's and GO's first compile with the kernels took over 40 s), "tune" (its 2,000-op sweep
-# checks the warps rule above 1,024 lanes) and "tests"; compare timings only on the same
-# kind of card.
+# call 1: "lanes check ab" on an H100 (issue #16's target is an H100's: the whole evaluation
+# at 500 ops, D = 2; identity of every kernel at the current defaults, D = 1, 2, 4; the
+# kernels against session 13's, BASELINE = a worktree of 9e5fd8d); call 2: "lanes_population
+# profile" (whether the lane kernel's steps are latency- or throughput-bound; the stages of a
+# whole evaluation: 15.7 ms per 16,384 chromosomes, the schedule alone 14.1 ms);
+# call 3: "lanes_dynamic fusion" (§8.2's lane kernels at D = 1 and 4 are untimed; fusion's
+# whole evaluations never timed on a GPU); then "memory regs", "bench", "go_gdp" (GDP's and
+# GO's first compile with the kernels took over 40 s), "tune" and "tests"; compare timings
+# only on the same kind of card. Carried worktrees: only their gsched/ without checkpoints
+# fits the 64 MiB limit several at a time (rm -rf docs tests gsched/policies/*/checkpoints).
 #
 # Writes $OUT/log.txt (everything), $OUT/benchmarks.md (docs/benchmarks.md with the new
 # sections), $OUT/brkga_b8.md and $OUT/runs.tgz (training metrics). REGAL_RUN names a run
@@ -139,11 +135,10 @@ check() {  # the fused Pallas kernels compiled by Triton against the loops, bit 
     || lanes_failed
 }
 
-lanes_failed() {  # "auto" picks pallas_lanes for the list scheduler: the register kernel instead
+lanes_failed() {  # "auto" picks pallas_lanes for every scheduler: the register kernels instead
   lanes_ok=''
-  echo "!!! the lane kernel failed or differed: 'auto' runs the register kernel for the rest"
-  sed -i 's/^    return "pallas_lanes" if scheduler == "list" else "pallas"$/    return "pallas"/' \
-    gsched/costmodel/evaluate.py
+  echo "!!! a lane kernel failed or differed: 'auto' runs the register kernels for the rest"
+  sed -i 's/^    return "pallas_lanes"$/    return "pallas"/' gsched/costmodel/evaluate.py
 }
 
 lanes() {  # the list kernel with one chromosome per lane (pallas_lanes, what "auto" runs for
@@ -173,11 +168,12 @@ lanes() {  # the list kernel with one chromosome per lane (pallas_lanes, what "a
 
 lanes_dynamic() {  # SPEC §8.2's schedulers with one chromosome per lane (pallas_lanes with
   # priority / fifo: a heap per stream per lane; pallas_lanes_fused accounting SPEC §3 inside
-  # too; "auto" keeps the register kernel) checked against the loop, then timed against the
+  # too; what "auto" runs since session 36) checked against the loop, then timed against the
   # register kernel, schedule alone, 500 ops, D = 2; "profile" has their whole evaluations
   step 240 check_lanes_dynamic $PY -m eval.check_decoders --sizes 500 --devices 2 \
     --population 512 --decoders pallas_lanes,pallas_lanes_fused --schedulers priority,fifo \
-    || { echo "!!! lanes_dynamic: the kernel failed or differed, timings skipped"; return 1; }
+    || { echo "!!! lanes_dynamic: the kernel failed or differed, timings skipped"; \
+    lanes_failed; return 1; }
   [ -f "$OUT/benchmarks.md" ] || cp docs/benchmarks.md "$OUT/benchmarks.md"
   local scheduler
   for scheduler in priority fifo; do
@@ -338,15 +334,13 @@ ab() {  # this tree's kernels against an earlier commit's, on the same card in t
 }
 
 ab_whole() {  # whole evaluations (evaluate_with_decoder) of this tree against earlier
-  # commits', interleaved by tree: each of WHOLE_BASELINES (default "baseline_walk
-  # baseline_rows", git-ignored worktrees sent with carry=[...]: `git worktree add
-  # baseline_walk 43fec33`, the walk after the kernel over the widest width's steps; `git
-  # worktree add baseline_rows 841379c`, the walk inside the width switch, the lane kernel's
-  # rows and state in two tables), then this tree (one 32-byte row per slot), then the
-  # baselines again; the lane kernel at 500 ops, D = 2, P = 16,384. Every tree runs this
-  # tree's eval/tune_kernel.py --whole (run as a file: its imports come from the tree run)
+  # commits', interleaved by tree: each of WHOLE_BASELINES (default "baseline_rows", a
+  # git-ignored worktree sent with carry=[...]: `git worktree add baseline_rows 841379c`, the
+  # lane kernel before session 29's rows, 1.00-1.03 M evals/s on an H200), then this tree,
+  # then the baselines again; the lane kernel at 500 ops, D = 2, P = 16,384. Every tree runs
+  # this tree's eval/tune_kernel.py --whole (run as a file: its imports come from the tree run)
   local here=$PWD base trees=()
-  for base in ${WHOLE_BASELINES:-baseline_walk baseline_rows}; do
+  for base in ${WHOLE_BASELINES:-baseline_rows}; do
     if [ -d "$base/gsched" ]; then trees+=("$base"); else echo "!!! ab_whole: no tree at $base"; fi
   done
   [ -n "$lanes_ok" ] || { echo "!!! ab_whole: the lane kernel failed its check"; return 1; }

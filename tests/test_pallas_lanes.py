@@ -123,22 +123,22 @@ def test_programs_are_the_lane_kernels_alone():
         pallas_schedule(graph, keys, placement, PARAMS, 2, state="lanes", programs=0)
 
 
-def test_auto_on_a_gpu_schedules_the_list_scheduler_one_chromosome_per_lane(monkeypatch):
-    # The lane kernel is the fastest list kernel timed on an H200 (docs/benchmarks.md); §8.2's
-    # lane kernels are untimed, so "auto" keeps their register kernel.
+@pytest.mark.parametrize("scheduler", ["list", "priority"])
+def test_auto_on_a_gpu_schedules_one_chromosome_per_lane(monkeypatch, scheduler):
+    # The lane kernels are the fastest timed on an H200, the list scheduler's and §8.2's
+    # (docs/benchmarks.md).
     monkeypatch.setattr(evaluate_module, "pallas_applies", lambda *_: True)
     monkeypatch.setattr(evaluate_module, "dense_applies", lambda *_, **__: False)  # a GPU's
-    assert evaluate_module._fused_decoder("auto", "list") == "pallas_lanes"
-    assert evaluate_module._fused_decoder("auto", "priority") == "pallas"
-    assert evaluate_module._fused_decoder("loop", "list") is None
+    assert evaluate_module._fused_decoder("auto", scheduler) == "pallas_lanes"
+    assert evaluate_module._fused_decoder("loop", scheduler) is None
     rng = np.random.default_rng(4)
     graph = random_computation_graph(12, rng)
     keys = tie_keys(rng, graph, 3, 2)
     padded = pad_graph(graph, BUCKET)
     jax.clear_caches()  # nothing traced before the switch is reused
-    got = evaluate_population(padded, keys, PARAMS, num_devices=2)
+    got = evaluate_population(padded, keys, PARAMS, num_devices=2, scheduler=scheduler)
     assert_identical(evaluate_with_decoder(padded, keys, PARAMS, num_devices=2,
-                                           decoder="loop"), got)
+                                           decoder="loop", scheduler=scheduler), got)
 
 
 def test_one_barrier_per_step_in_the_triton_ir():

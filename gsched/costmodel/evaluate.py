@@ -17,16 +17,15 @@ schedulers use their own loop. The static keyword ``fusion``
 turns on SPEC §8.3 (chromosomes ``N`` keys longer; :mod:`gsched.costmodel.fusion` contracts each
 chromosome's graph before scheduling). SPEC §8.1's roofline parameters and §8.3's
 ``fusion_capacity`` are dynamic (``CostParams``) and apply to every scheduler.
-On a GPU every scheduler (any ``D``) runs as one fused Pallas kernel (same results bit for
-bit): the list scheduler's with one chromosome per lane (:mod:`gsched.costmodel.pallas_lanes`,
-``decoder="pallas_lanes"``, the fastest on an H200), §8.2's with one chromosome per program
-(:mod:`gsched.costmodel.pallas_dynamic`, ``decoder="pallas"``; the list scheduler's such
-kernel is :mod:`gsched.costmodel.pallas_decode`). The others only when asked for: the list
-kernel with its lanes in memory (``"pallas_memory"``, :mod:`gsched.costmodel.pallas_memory`),
-the kernels with SPEC §3's memory accounted inside them (``"pallas_fused"``,
-``"pallas_lanes_fused"``: :mod:`gsched.costmodel.pallas_peaks`; slower than the walk after
-the kernel on an H200) and §8.2's lane kernels (``"pallas_lanes"`` with ``"priority"`` /
-``"fifo"``, :mod:`gsched.costmodel.pallas_lanes_dynamic`; not yet timed). The list
+On a GPU every scheduler (any ``D``) runs as one fused Pallas kernel with one chromosome per
+lane (same results bit for bit; ``decoder="pallas_lanes"``, the fastest on an H200): the list
+scheduler's :mod:`gsched.costmodel.pallas_lanes`, §8.2's
+:mod:`gsched.costmodel.pallas_lanes_dynamic`. The others only when asked for: the kernels with
+one chromosome per program (``"pallas"``: :mod:`gsched.costmodel.pallas_decode`,
+:mod:`gsched.costmodel.pallas_dynamic`), the list kernel with its lanes in memory
+(``"pallas_memory"``, :mod:`gsched.costmodel.pallas_memory`) and the kernels with SPEC §3's
+memory accounted inside them (``"pallas_fused"``, ``"pallas_lanes_fused"``:
+:mod:`gsched.costmodel.pallas_peaks`; slower than the walk after the kernel on an H200). The list
 scheduler's kernel for TPUs (:mod:`gsched.costmodel.pallas_tpu`, Mosaic, SPEC §3 accounted
 inside) likewise only when asked for (``decoder="pallas_tpu"``): on a TPU "auto" runs the loop.
 """
@@ -492,11 +491,11 @@ def _use_dense(bucket, num_devices: int, scheduler: str, decoder: str) -> bool:
 def _fused_decoder(decoder: str, scheduler: str) -> str | None:
     """The fused kernel's decoder to schedule with, or None for the loops: ``decoder`` if it
     names one (interpreted on a CPU; ``"dense"`` with §8.2's schedulers); for "auto" on a GPU
-    (any ``D``; ``pallas_applies``), ``"pallas_lanes"`` with the list scheduler
-    (:mod:`gsched.costmodel.pallas_lanes`, one chromosome per lane: 1.8–2.1× the register
-    kernel's evaluations per second at 500 ops on an H200, 58× at 10,000; docs/benchmarks.md)
-    and ``"pallas"`` with §8.2's (:mod:`gsched.costmodel.pallas_dynamic`; their lane kernel is
-    checked on a GPU, not yet timed); on a CPU, ``"dense"`` with §8.2's
+    (any ``D``; ``pallas_applies``), ``"pallas_lanes"``, one chromosome per lane: with the
+    list scheduler (:mod:`gsched.costmodel.pallas_lanes`) 1.8–2.1× the register kernel's
+    evaluations per second at 500 ops on an H200, 58× at 10,000; with §8.2's
+    (:mod:`gsched.costmodel.pallas_lanes_dynamic`) 2.7–3.7× at 500 ops (docs/benchmarks.md);
+    on a CPU, ``"dense"`` with §8.2's
     (:mod:`gsched.costmodel.dense_dynamic`: the event-driven kernel's step in plain JAX,
     chromosomes in blocks; 7.7–16.5× the loop's throughput at 500 and 2,000 ops on 2 cores,
     docs/benchmarks.md). On
@@ -508,7 +507,7 @@ def _fused_decoder(decoder: str, scheduler: str) -> str | None:
         return None
     if not pallas_applies():
         return "dense" if scheduler != "list" and jax.default_backend() == "cpu" else None
-    return "pallas_lanes" if scheduler == "list" else "pallas"
+    return "pallas_lanes"
 
 
 @functools.partial(jax.jit, static_argnames=_STATIC + ("decoder", "batch"))
