@@ -1,9 +1,13 @@
 """REGAL training and methods: the REINFORCE loss moves the policy the right way, the jitted
 train step compiles once and updates the parameters, ``regal`` runs through
-``gsched.methods.optimize`` from a policy export and bad options give clear errors; slow: a
+``gsched.methods.optimize`` from a policy export, bad options give clear errors and a run split
+over two host devices is the one-device run (a subprocess); slow: a
 short ``train.regal`` run and ``regal`` / ``idrs`` on its checkpoints (tiny graphs, budgets)."""
 
 import json
+import subprocess
+import sys
+from pathlib import Path
 
 import equinox as eqx
 import jax
@@ -31,6 +35,7 @@ from gsched.policies.regal.reinforce import (
     loss,
     make_train_step,
 )
+from tests.graphs import subprocess_env
 
 D = 2
 BUCKET = Bucket(16, 32, 32)
@@ -195,3 +200,28 @@ def test_trained_methods_through_optimize(trained, method, source):
     outcome = optimize(method, graphs, num_devices=D, budget=160, seed=0,
                        options={"checkpoint": str(trained / source)})
     _check_rows(graphs, outcome, 160)
+
+
+@pytest.mark.subprocess
+def test_training_split_over_two_host_devices_gives_the_same_run(tmp_path):
+    # `python -m train.regal` asks for one CPU device per core (here 2, forced): each step's
+    # batch is split over them (run_training under the mesh: one BRKGA loop per device), with
+    # the same metrics, step for step, as on one device (up to the order of the gradient's
+    # sums over the batch).
+    root = Path(__file__).resolve().parents[1]
+    runs = {}
+    for devices in (1, 2):
+        run_dir = tmp_path / f"devices_{devices}"
+        out = subprocess.run(
+            [sys.executable, "-m", "train.regal", "--config", "train/configs/regal_small.toml",
+             "--run-dir", str(run_dir), *TINY], cwd=root, env=subprocess_env(devices),
+            capture_output=True, text=True, timeout=600)
+        assert out.returncode == 0, out.stderr[-3000:]
+        assert ("split over 2 devices" in out.stdout + out.stderr) == (devices == 2)
+        runs[devices] = [{k: v for k, v in json.loads(line).items()
+                          if k not in ("time", "elapsed")}
+                         for line in (run_dir / "metrics.jsonl").read_text().splitlines()]
+    assert len(runs[1]) == 2 and [x.keys() for x in runs[1]] == [x.keys() for x in runs[2]]
+    for one, two in zip(runs[1], runs[2]):
+        for key in one:
+            np.testing.assert_allclose(two[key], one[key], rtol=1e-5, err_msg=key)

@@ -458,6 +458,25 @@ def test_shard_batch_on_one_device():
         shard_batch({"x": jnp.ones(())}, mesh)
 
 
+def test_steps_and_validations_run_under_the_mesh(tmp_path):
+    # So that the cost model's batch evaluations inside them split over the mesh's devices
+    # (evaluate_batch under jax.set_mesh), one schedule loop per device.
+    seen = []
+
+    def step(state, batch):
+        seen.append(jax.sharding.get_abstract_mesh().axis_names)
+        return toy_step(state, batch)
+
+    def validate(state):
+        seen.append(jax.sharding.get_abstract_mesh().axis_names)
+        return 0.0
+
+    run_training(toy_state(), step, toy_batch, steps=2, run_dir=tmp_path, checkpoint_every=2,
+                 validate=validate, progress=False, mesh=data_mesh())
+    assert seen == [("data",)] * 3  # two steps, one validation
+    assert jax.sharding.get_abstract_mesh().empty  # and only there
+
+
 SHARDED = """
 import sys, tempfile, jax, numpy as np
 import tests.test_training as t

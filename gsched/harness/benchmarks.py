@@ -4,8 +4,7 @@ and the bit-for-bit comparison of two decoders' results (:func:`mismatches`).
 A benchmark writes one Markdown section per machine and backend (:func:`write_section`
 replaces the section with the same title and keeps the others, so CPU and GPU results
 recorded on different machines live side by side), headed by :func:`section_header` (date,
-:func:`machine_description`, the command). :func:`one_device_per_core` asks XLA for one CPU
-device per core before JAX starts, so a batch or population can be split over the cores.
+:func:`machine_description`, the command).
 """
 
 from __future__ import annotations
@@ -31,13 +30,6 @@ FILE_HEADER = ("# Benchmarks\n\nCost-model throughput, written by `make bench` "
 def parse_int_list(text: str) -> tuple[int, ...]:
     """``"100, 500,2000"`` → ``(100, 500, 2000)`` (``""``: none)."""
     return tuple(int(x) for x in text.replace(" ", "").split(",") if x)
-
-
-def one_device_per_core() -> None:
-    """One XLA CPU device per core. Takes effect only if JAX's backends are not initialized
-    yet (true when a benchmark runs as a program)."""
-    os.environ["XLA_FLAGS"] = (os.environ.get("XLA_FLAGS", "") + " --xla_force_host_platform_"
-                               f"device_count={os.cpu_count() or 1}").strip()
 
 
 def package_version(package: str) -> str:

@@ -27,11 +27,11 @@ from gsched.core.padding import bucket_for
 from gsched.generators import random_computation_graph
 from gsched.harness.benchmarks import (
     DEFAULT_OUTPUT,
-    one_device_per_core,
     parse_int_list,
     section_header,
     write_section,
 )
+from gsched.infra.distributed import one_device_per_core
 from gsched.infra.progress import log
 from gsched.methods import optimize
 

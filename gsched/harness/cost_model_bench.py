@@ -70,12 +70,12 @@ from gsched.costmodel.params import SCHEDULERS, check_cost_params
 from gsched.generators import random_computation_graph
 from gsched.harness.benchmarks import (
     DEFAULT_OUTPUT,
-    one_device_per_core,
     parse_int_list,
     section_header,
     write_section,
 )
 from gsched.infra import resources
+from gsched.infra.distributed import one_device_per_core
 from gsched.infra.progress import log
 
 DEFAULT_SIZES = (100, 500, 2000, 10_000)

@@ -3,11 +3,19 @@
 **Sharding.** :func:`data_mesh` is a 1-D mesh over the local devices (axis ``"data"``);
 :func:`shard_batch` splits the leading batch axis over it and :func:`replicate` copies the
 state to every device. Given a ``mesh``, :func:`run_training` does both, and the jitted
-``train_step`` then runs data-parallel (XLA inserts the cross-device reductions).
+``train_step`` then runs data-parallel (XLA inserts the cross-device reductions) under
+``jax.set_mesh(mesh)``, so that the cost model's batch evaluations inside it
+(:func:`gsched.costmodel.evaluate.evaluate_batch`) run one schedule loop per device on its own
+graphs (``shard_map``) instead of a loop partitioned by XLA, which communicates every step.
+
+**Host devices.** On a CPU, JAX has one device unless XLA is asked for more before it starts:
+:func:`one_device_per_core` asks for one per core, so that a batch can be split over the cores
+(the benchmarks and ``python -m train.regal`` do).
 """
 
 from __future__ import annotations
 
+import os
 from typing import Sequence, TypeVar
 
 import equinox as eqx
@@ -17,6 +25,18 @@ from jax.sharding import Mesh, NamedSharding, PartitionSpec
 
 T = TypeVar("T")
 DATA_AXIS = "data"
+
+
+HOST_DEVICES_FLAG = "--xla_force_host_platform_device_count"
+
+
+def one_device_per_core() -> None:
+    """Asks XLA for one CPU device per core, unless ``XLA_FLAGS`` already sets a count. Takes
+    effect only if JAX's backends are not initialized yet (true before a program's first JAX
+    computation); it does not change what other platforms (a GPU's) have."""
+    flags = os.environ.get("XLA_FLAGS", "")
+    if HOST_DEVICES_FLAG not in flags:
+        os.environ["XLA_FLAGS"] = f"{flags} {HOST_DEVICES_FLAG}={os.cpu_count() or 1}".strip()
 
 
 def data_mesh(devices: Sequence[jax.Device] | None = None) -> Mesh:

@@ -31,6 +31,7 @@ a session that died after its last checkpoint) gives the same lines as an uninte
 
 from __future__ import annotations
 
+import contextlib
 import json
 import math
 import shutil
@@ -117,7 +118,8 @@ def run_training(state: State, train_step: Callable[[State, Any], tuple[State, M
     * ``progress``: ``True`` prints to stdout, a stream prints there, ``False`` is quiet.
       ``log_every`` (default ``max(1, steps // 100)``) spaces log lines (module docstring).
     * ``config`` (a dataclass) is stored in ``config.json`` and every checkpoint's metadata.
-    * ``mesh``: replicate the state and shard every batch over it (:func:`shard_batch`).
+    * ``mesh``: replicate the state and shard every batch over it (:func:`shard_batch`); the
+      steps and validations run under ``jax.set_mesh(mesh)`` (:mod:`gsched.infra.distributed`).
     """
     steps = _positive("steps", steps)
     checkpoint_every = _positive("checkpoint_every", checkpoint_every)
@@ -169,10 +171,12 @@ def run_training(state: State, train_step: Callable[[State, Any], tuple[State, M
         log = MetricsLog(run_dir / METRICS_FILE, resume_step=start if resume else None)
         stream = sys.stdout if progress is True else (progress or None)
         bar = Progress(steps, start_step=start, elapsed=elapsed, stream=stream)
-        state = _loop(state, train_step, make_batch, start, steps, ckpt, log, bar, best,
-                      elapsed, checkpoint_every=checkpoint_every, validate=validate,
-                      validate_every=validate_every, higher_is_better=higher_is_better,
-                      best_key=best_key, log_every=log_every, config=config_dict, mesh=mesh)
+        with contextlib.nullcontext() if mesh is None else jax.set_mesh(mesh):
+            state = _loop(state, train_step, make_batch, start, steps, ckpt, log, bar, best,
+                          elapsed, checkpoint_every=checkpoint_every, validate=validate,
+                          validate_every=validate_every, higher_is_better=higher_is_better,
+                          best_key=best_key, log_every=log_every, config=config_dict,
+                          mesh=mesh)
     finally:
         ckpt.close()
     return state

@@ -286,8 +286,8 @@ def main(argv=None) -> int:
     devices = jax.local_device_count()
     mesh = data_mesh() if devices > 1 and config.batch_size % devices == 0 else None
     log(f"training {config.steps} steps, batch {config.batch_size} graphs × "
-        f"{config.reinforce.samples} samples × {config.reinforce.evals} evaluations, "
-        f"run dir {run_dir}")
+        f"{config.reinforce.samples} samples × {config.reinforce.evals} evaluations"
+        f"{'' if mesh is None else f', split over {devices} devices'}, run dir {run_dir}")
     run_training(
         state, train_step, make_batch, steps=config.steps, run_dir=run_dir,
         checkpoint_every=config.checkpoint_every, keep=config.keep_checkpoints,
