@@ -21,6 +21,7 @@ from gsched.costmodel.params import CostParams
 from gsched.generators import random_computation_graph
 from gsched.infra.checkpoint import save_checkpoint
 from gsched.infra.config import config_to_dict
+from gsched.infra.progress import read_metrics
 from gsched.methods import optimize
 from gsched.policies.regal import training as train_regal
 from gsched.policies.regal.checkpoint import POLICY_KIND
@@ -218,9 +219,8 @@ def test_training_split_over_two_host_devices_gives_the_same_run(tmp_path):
             capture_output=True, text=True, timeout=600)
         assert out.returncode == 0, out.stderr[-3000:]
         assert ("split over 2 devices" in out.stdout + out.stderr) == (devices == 2)
-        runs[devices] = [{k: v for k, v in json.loads(line).items()
-                          if k not in ("time", "elapsed")}
-                         for line in (run_dir / "metrics.jsonl").read_text().splitlines()]
+        runs[devices] = [{k: v for k, v in record.items() if k not in ("time", "elapsed")}
+                         for record in read_metrics(run_dir / "metrics.jsonl")]
     assert len(runs[1]) == 2 and [x.keys() for x in runs[1]] == [x.keys() for x in runs[2]]
     for one, two in zip(runs[1], runs[2]):
         for key in one:
