@@ -24,8 +24,10 @@
 # same at 2,000 and 10,000 ops), lanes_dynamic (SPEC §8.2's schedulers with one chromosome
 # per lane, checked, then timed against their register kernel at 500 ops, D = 2; ~4–5 min)
 # lanes_population (the list lane kernel from 1,024 to 65,536 chromosomes; ~3 min),
-# lanes_resident (the list lane kernel with fewer programs than blocks; ~3–5 min) and fusion
-# (the list and priority schedulers with and without SPEC §8.3 fusion at 500 ops, D = 2).
+# lanes_resident (the list lane kernel with fewer programs than blocks; ~3–5 min), crossover
+# (the kernels per program against the lane kernels from 512 to 4,096 chromosomes; ~5 min)
+# and fusion (the list and priority schedulers with and without SPEC §8.3 fusion at 500 ops,
+# D = 2).
 # 2026-11-26 on an H200 (session 9): "check bench train tests", then "profile go_gdp scaling".
 # 2026-11-26 on an H100 (session 13): "check tune bench profile" (333 s), then "tests go_gdp
 # scaling" (299 s; tests and go_gdp ran out of their limits, raised since). The tuning made the
@@ -71,17 +73,24 @@
 # session 29's one-row kernel (a761a9e), which session 36 reverted (1,041,337 evals/s; 1,116,291
 # at P = 65,536); lanes_resident (fewer programs) was slower at every count; §8.2's lane
 # kernels timed 2.7-3.7x their register kernel in whole evaluations, so "auto" runs them.
+# Session 37 on an H200 (2026-11-29; 15 min in 3 calls): "bench fusion train" (434 s; train's
+# regal_full ran with --resume and stopped: no checkpoint; --overwrite since), then "go_gdp"
+# (307 s), then regal_full by hand (87 s): at P = 512 the kernels with one chromosome per
+# program beat the lane kernels (list 1.4-2.2x, priority 2.2-2.8x), so "auto" takes them
+# below 2,048 chromosomes per call (untimed between 512 and 4,096); go_full had not logged
+# its first step after 150 s (its rollouts then ran the priority + fusion lane kernel, 11-13 s
+# to compile against the register kernel's 5).
 # Next GPU session (the machine stays warm only ~30 s between calls: chain them at once):
-# call 1: "lanes check ab" on an H100 (issue #16's target is an H100's: the whole evaluation
-# at 500 ops, D = 2; identity of every kernel at the current defaults, D = 1, 2, 4; the
-# kernels against session 13's, BASELINE = a worktree of 9e5fd8d); call 2: "lanes_population
-# profile" (whether the lane kernel's steps are latency- or throughput-bound; the stages of a
-# whole evaluation: 15.7 ms per 16,384 chromosomes, the schedule alone 14.1 ms);
-# call 3: "lanes_dynamic fusion" (§8.2's lane kernels at D = 1 and 4 are untimed; fusion's
-# whole evaluations never timed on a GPU); then "memory regs", "bench", "go_gdp" (GDP's and
-# GO's first compile with the kernels took over 40 s), "tune" and "tests"; compare timings
-# only on the same kind of card. Carried worktrees: only their gsched/ without checkpoints
-# fits the 64 MiB limit several at a time (rm -rf docs tests gsched/policies/*/checkpoints).
+# call 1: "crossover go_gdp" (where "auto" should switch; GDP's and GO's start-up and step
+# rates now that their ~80 chromosomes per call run the kernels per program); call 2 on an
+# H100: "lanes check ab" (issue #16's target is an H100's: the whole evaluation at 500 ops,
+# D = 2; identity of every kernel at the current defaults, D = 1, 2, 4; the kernels against
+# session 13's, BASELINE = a worktree of 9e5fd8d), on an H200 "lanes_population profile"
+# (whether the lane kernel's steps are latency- or throughput-bound); then "lanes_dynamic"
+# (§8.2's lane kernels at D = 1 and 4 are untimed), "memory regs", "tune" and "tests";
+# compare timings only on the same kind of card. Carried worktrees: only their gsched/
+# without checkpoints fits the 64 MiB limit several at a time (rm -rf docs tests
+# gsched/policies/*/checkpoints).
 #
 # Writes $OUT/log.txt (everything), $OUT/benchmarks.md (docs/benchmarks.md with the new
 # sections), $OUT/brkga_b8.md and $OUT/runs.tgz (training metrics). REGAL_RUN names a run
@@ -223,7 +232,8 @@ fusion() {  # SPEC §8.3 fusion (GO's default, with priority) at 500 ops, D = 2:
 
 train() {  # the paper-scale configs as far as the time allows (step rate, first metrics)
   step 70 regal_full $PY -m train.regal --config train/configs/regal_full.toml \
-    --run-dir "$REGAL_RUN" --resume steps=100000 data.num_graphs=48 data.max_valid=8 log_every=5
+    --run-dir "$REGAL_RUN" --overwrite steps=100000 data.num_graphs=48 data.max_valid=8 \
+    log_every=5
   step 70 topoformer_full $PY -m train.topoformer --config train/configs/topoformer_full.toml \
     --run-dir runs/topoformer_full_gpu --overwrite data.val_graphs=8 log_every=5
 }
@@ -309,6 +319,27 @@ lanes_resident() {  # the list lane kernel's schedule alone at 500 ops, D = 2 wi
     --states lanes --chunks 2 --warps 0 --programs 0,528,132,33 --population 65536 \
     --repeats 3 --output "$OUT/benchmarks.md" \
     --section-title "The list lane kernel's programs, 500 ops, D = 2, P = 65,536 — GPU"
+}
+
+crossover() {  # whole evaluations of the kernels with one chromosome per program against
+  # the lane kernels at 500 ops, D = 2, from 512 to 4,096 chromosomes per call (list: register,
+  # memory and lane kernels; priority: register and lane kernels), then BRKGA at B = 8 (~600
+  # chromosomes per generation): where "auto" should switch (evaluate.LANES_MIN_CHROMOSOMES,
+  # 2,048 since session 37, between the 512 and 4,096 it was timed at); ~5 min
+  [ -f "$OUT/benchmarks.md" ] || cp docs/benchmarks.md "$OUT/benchmarks.md"
+  local p
+  for p in 512 1024 2048 4096; do
+    step 60 "crossover list $p" $PY -m eval.tune_kernel --whole --size 500 --devices 2 \
+      --states registers,memory,lanes --chunks 2 --warps 0 --population "$p" --repeats 5 \
+      --output "$OUT/benchmarks.md" \
+      --section-title "List whole evaluations by kernel, 500 ops, D = 2, P = $p — GPU"
+    step 60 "crossover priority $p" $PY -m eval.tune_kernel --whole --scheduler priority \
+      --size 500 --devices 2 --states registers,lanes --chunks 2 --warps 0 --population "$p" \
+      --repeats 5 --output "$OUT/benchmarks.md" \
+      --section-title "Priority whole evaluations by kernel, 500 ops, D = 2, P = $p — GPU"
+  done
+  step 35 crossover_brkga_b8 $PY -m eval.bench_brkga --sizes 500 --batch 8 --repeats 1 \
+    --output "$OUT/brkga_b8.md"
 }
 
 ab() {  # this tree's kernels against an earlier commit's, on the same card in the same call:
