@@ -3,23 +3,26 @@
 Pallas' interpreter; tests/test_pallas_decode.py checks one compile per bucket): its ready tree
 (levels, packing, lowest set bit) against NumPy, a ready tree of two levels in memory, a
 population that is not a multiple of a program's lanes, fewer programs than blocks (each
-running its blocks in turn), "auto" on a GPU scheduling the list
-scheduler with it (§8.2's with the register kernel), and one barrier per step in its Triton
+running its blocks in turn), "auto" on a GPU choosing it or a kernel with one chromosome per
+program by the chromosomes per call, and one barrier per step in its Triton
 IR (lowered on the CPU; no GPU here). Its lowering, a program per 32 chromosomes:
 tests/test_pallas_memory.py."""
 
 from __future__ import annotations
+
+import functools
 
 import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from gsched.core.padding import Bucket, pad_graph
+from gsched.core.padding import Bucket, batch_graphs, pad_graph
 from gsched.costmodel import evaluate as evaluate_module
-from gsched.costmodel.evaluate import evaluate_population, evaluate_with_decoder
+from gsched.costmodel.evaluate import (
+    evaluate_batch, evaluate_population, evaluate_with_decoder)
 from gsched.costmodel.pallas_decode import pallas_schedule
-from gsched.costmodel.pallas_dynamic import fused_schedule
+from gsched.costmodel.pallas_dynamic import fused_schedule, fused_schedule_and_memory
 from gsched.costmodel.pallas_lanes import pack_bits, ready_tree, trailing_zeros, tree_levels
 from gsched.costmodel.schedule import decode_placement
 from gsched.generators import random_computation_graph
@@ -124,21 +127,43 @@ def test_programs_are_the_lane_kernels_alone():
 
 
 @pytest.mark.parametrize("scheduler", ["list", "priority"])
-def test_auto_on_a_gpu_schedules_one_chromosome_per_lane(monkeypatch, scheduler):
-    # The lane kernels are the fastest timed on an H200, the list scheduler's and §8.2's
-    # (docs/benchmarks.md).
+def test_auto_on_a_gpu_picks_the_kernel_by_chromosomes_per_call(monkeypatch, scheduler):
+    # On an H200 the lane kernels were the fastest from a few thousand chromosomes per call,
+    # the kernels with one chromosome per program below that on buckets up to 2,000 ops
+    # (docs/benchmarks.md, session 37).
     monkeypatch.setattr(evaluate_module, "pallas_applies", lambda *_: True)
     monkeypatch.setattr(evaluate_module, "dense_applies", lambda *_, **__: False)  # a GPU's
-    assert evaluate_module._fused_decoder("auto", scheduler) == "pallas_lanes"
-    assert evaluate_module._fused_decoder("loop", scheduler) is None
+    few, few_state = ("pallas_memory", "memory") if scheduler == "list" else ("pallas",
+                                                                              "registers")
+    pick = functools.partial(evaluate_module._fused_decoder, "auto", scheduler)
+    assert pick(2047, 2048) == few
+    assert pick(2048, 2048) == "pallas_lanes"
+    assert pick(512, 8192) == (few if scheduler == "list" else "pallas_lanes")
+    assert pick(512, 32768) == "pallas_lanes"  # a chromosome's own work is O(V_p²) per program
+    assert evaluate_module._fused_decoder("loop", scheduler, 16, 2048) is None
+
+    states = []
+
+    def spy(*args, **kwargs):  # which kernel each evaluation traces
+        states.append(kwargs["state"])
+        return fused_schedule_and_memory(*args, **kwargs)
+
+    monkeypatch.setattr(evaluate_module, "fused_schedule_and_memory", spy)
+    monkeypatch.setattr(evaluate_module, "LANES_MIN_CHROMOSOMES", 4)
     rng = np.random.default_rng(4)
-    graph = random_computation_graph(12, rng)
-    keys = tie_keys(rng, graph, 3, 2)
-    padded = pad_graph(graph, BUCKET)
+    graphs = [random_computation_graph(n, rng) for n in (12, 9)]
+    keys = np.stack([tie_keys(rng, g, 3, 2) for g in graphs])
+    padded = batch_graphs(graphs, BUCKET)
     jax.clear_caches()  # nothing traced before the switch is reused
-    got = evaluate_population(padded, keys, PARAMS, num_devices=2, scheduler=scheduler)
-    assert_identical(evaluate_with_decoder(padded, keys, PARAMS, num_devices=2,
-                                           decoder="loop", scheduler=scheduler), got)
+    one = evaluate_population(pad_graph(graphs[0], BUCKET), keys[0], PARAMS, num_devices=2,
+                              scheduler=scheduler)  # 3 chromosomes
+    both = evaluate_batch(padded, keys, PARAMS, num_devices=2, scheduler=scheduler)  # 2 × 3
+    assert states == [few_state, "lanes"]
+    assert_identical(evaluate_with_decoder(pad_graph(graphs[0], BUCKET), keys[0], PARAMS,
+                                           num_devices=2, decoder="loop", scheduler=scheduler),
+                     one)
+    assert_identical(evaluate_with_decoder(padded, keys, PARAMS, num_devices=2, decoder="loop",
+                                           scheduler=scheduler, batch=True), both)
 
 
 def test_one_barrier_per_step_in_the_triton_ir():

@@ -33,6 +33,7 @@ inside) likewise only when asked for (``decoder="pallas_tpu"``): on a TPU "auto"
 from __future__ import annotations
 
 import functools
+import math
 from typing import NamedTuple
 
 import jax
@@ -60,7 +61,7 @@ from gsched.costmodel.memory import (
     peak_memory,
     single_device_peak_memory,
 )
-from gsched.costmodel.pallas_decode import KERNEL_CHUNK, pallas_applies
+from gsched.costmodel.pallas_decode import KERNEL_CHUNK, pallas_applies, slot_bound
 from gsched.costmodel.pallas_dynamic import fused_schedule_and_memory
 from gsched.costmodel.params import (
     OBJECTIVES,
@@ -173,7 +174,8 @@ def _evaluate(graph: PaddedGraph, pinned, params: CostParams, keys: jnp.ndarray,
     if dense:
         return _evaluate_dense_multi(graph, pinned, params, keys, num_devices, graph_batched,
                                      fusion, base, decode, evaluation)
-    kernel = _fused_decoder(decoder, scheduler)
+    kernel = _fused_decoder(decoder, scheduler, math.prod(keys.shape[:-1]),
+                            slot_bound(*graph.bucket, num_devices))
     if kernel:  # one fused kernel per chromosome, vmapped into a grid
         chunk = KERNEL_CHUNK if chunk is None else chunk
 
@@ -488,25 +490,39 @@ def _use_dense(bucket, num_devices: int, scheduler: str, decoder: str) -> bool:
         bucket.num_ops, num_devices, scheduler, num_tensors=bucket.num_tensors))
 
 
-def _fused_decoder(decoder: str, scheduler: str) -> str | None:
+# "auto" on a GPU below this many chromosomes per call, on buckets of at most SMALL_SLOTS
+# items (per scheduler): the kernels with one chromosome per program instead of per lane. On
+# an H200 at P = 512 (500 ops, D = 1 and 2; 2,000 ops, D = 2) the list kernel with its lanes in
+# memory ran 1.4-2.2x the lane kernel's evaluations per second and §8.2's register kernel
+# 2.2-2.8x theirs; at P = 4,096 the lane kernels already ran faster than the others do at
+# P = 16,384 (docs/benchmarks.md, session 37). The bound between is untimed.
+LANES_MIN_CHROMOSOMES = 2048
+SMALL_SLOTS = {"list": 8192, "priority": 2048, "fifo": 2048}
+
+
+def _fused_decoder(decoder: str, scheduler: str, chromosomes: int, slots: int) -> str | None:
     """The fused kernel's decoder to schedule with, or None for the loops: ``decoder`` if it
-    names one (interpreted on a CPU; ``"dense"`` with §8.2's schedulers); for "auto" on a GPU
-    (any ``D``; ``pallas_applies``), ``"pallas_lanes"``, one chromosome per lane: with the
-    list scheduler (:mod:`gsched.costmodel.pallas_lanes`) 1.8–2.1× the register kernel's
-    evaluations per second at 500 ops on an H200, 58× at 10,000; with §8.2's
-    (:mod:`gsched.costmodel.pallas_lanes_dynamic`) 2.7–3.7× at 500 ops (docs/benchmarks.md);
-    on a CPU, ``"dense"`` with §8.2's
+    names one (interpreted on a CPU; ``"dense"`` with §8.2's schedulers). For "auto" on a GPU
+    (any ``D``; ``pallas_applies``): ``"pallas_lanes"``, one chromosome per lane (the list
+    scheduler's :mod:`gsched.costmodel.pallas_lanes`: 1.8–2.1× the register kernel's
+    evaluations per second at 500 ops, P = 16,384, on an H200, 58× at 10,000 ops; §8.2's
+    :mod:`gsched.costmodel.pallas_lanes_dynamic`: 2.7–3.7× at 500 ops); but with fewer than
+    ``LANES_MIN_CHROMOSOMES`` ``chromosomes`` in the call (graphs included) and at most
+    ``SMALL_SLOTS[scheduler]`` ``slots`` (the bucket's ``V_p``), one chromosome per program:
+    ``"pallas_memory"`` (list) or ``"pallas"`` (§8.2's). On a CPU, ``"dense"`` with §8.2's
     (:mod:`gsched.costmodel.dense_dynamic`: the event-driven kernel's step in plain JAX,
-    chromosomes in blocks; 7.7–16.5× the loop's throughput at 500 and 2,000 ops on 2 cores,
-    docs/benchmarks.md). On
-    a TPU "auto" keeps the loop: ``"pallas_tpu"`` runs one chromosome after another on a core,
-    and no TPU has timed it against the loop yet (docs/design.md)."""
+    chromosomes in blocks; 7.7–16.5× the loop's throughput at 500 and 2,000 ops on 2 cores).
+    On a TPU "auto" keeps the loop: ``"pallas_tpu"`` runs one chromosome after another on a
+    core, and no TPU has timed it against the loop yet (docs/design.md). Timings:
+    docs/benchmarks.md."""
     if decoder.startswith("pallas") or (decoder == "dense" and scheduler != "list"):
         return decoder
     if decoder != "auto":
         return None
     if not pallas_applies():
         return "dense" if scheduler != "list" and jax.default_backend() == "cpu" else None
+    if chromosomes < LANES_MIN_CHROMOSOMES and slots <= SMALL_SLOTS[scheduler]:
+        return "pallas_memory" if scheduler == "list" else "pallas"
     return "pallas_lanes"
 
 

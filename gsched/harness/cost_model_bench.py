@@ -16,7 +16,8 @@ and device counts ``D``, with compile time reported apart from steady-state time
   with ``D = 1`` up to ``dense.DENSE_MAX_OPS`` ops and by :mod:`gsched.costmodel.dense_multi`
   with ``D ≥ 2`` up to ``dense.DENSE_MULTI_MAX_OPS`` (what the main table's rows measure
   there; on a GPU the fused kernel with one chromosome per lane,
-  :mod:`gsched.costmodel.pallas_lanes`, takes their place), and the event-driven schedulers'
+  :mod:`gsched.costmodel.pallas_lanes`, takes their place from ``LANES_MIN_CHROMOSOMES`` per
+  call, the one with its lanes in memory below), and the event-driven schedulers'
   loop against what replaces it (on a CPU :mod:`gsched.costmodel.dense_dynamic`, at the
   schedulers table's population; on a GPU their kernels, :mod:`gsched.costmodel.
   pallas_dynamic` and :mod:`gsched.costmodel.pallas_lanes_dynamic`); this table times them
@@ -60,6 +61,8 @@ from gsched.core.padding import PaddedGraph, batch_graphs, bucket_for, pad_graph
 from gsched.costmodel.dense import DENSE_MAX_OPS, DENSE_MULTI_MAX_OPS
 from gsched.costmodel.evaluate import (
     BACKEND_DECODERS,
+    LANES_MIN_CHROMOSOMES,
+    SMALL_SLOTS,
     evaluate_batch,
     evaluate_population,
     evaluate_population_sharded,
@@ -426,7 +429,11 @@ def render(results: dict[Config, Result], main: list[Config], batch: Config | No
                      f"launch_overhead {LAUNCH_OVERHEAD:g}; same graphs, latency and bandwidth "
                      "as above. *vs list* = evals/s of the row / evals/s of the list scheduler "
                      "without fusion at the same N and D. The event-driven rows run "
-                     + ("their fused kernel (`gsched.costmodel.pallas_dynamic`)."
+                     + ("their fused kernel with one chromosome per lane "
+                        "(`gsched.costmodel.pallas_lanes_dynamic`) from "
+                        f"{LANES_MIN_CHROMOSOMES:,} chromosomes per call, with one per "
+                        "program (`gsched.costmodel.pallas_dynamic`) below on buckets of up "
+                        f"to {SMALL_SLOTS['priority']:,} slots."
                         if pallas_applies(backend) else
                         "their blocks (`gsched.costmodel.dense_dynamic`); the loop of "
                         "`gsched.costmodel.dynamic` they replace is timed in the decoders "
@@ -478,7 +485,10 @@ def _auto_decoder_note(backend: str) -> str:
     """Which decoder ``"auto"`` ran the main table's list-scheduler rows with on ``backend``."""
     if pallas_applies(backend):
         return ("Every row uses the fused list kernel with one chromosome per lane "
-                "(`gsched.costmodel.pallas_lanes`, Triton); the loop it replaces is timed in "
+                f"(`gsched.costmodel.pallas_lanes`, Triton) from {LANES_MIN_CHROMOSOMES:,} "
+                "chromosomes per call, with its lanes in memory "
+                "(`gsched.costmodel.pallas_memory`) below on buckets of up to "
+                f"{SMALL_SLOTS['list']:,} slots; the loop they replace is timed in "
                 "the decoders table.")
     return (f"D = 1 rows up to {DENSE_MAX_OPS:,} ops (bucket) use the dense one-device decode "
             f"(`gsched.costmodel.dense`), D ≥ 2 rows up to {DENSE_MULTI_MAX_OPS:,} ops the "
