@@ -81,16 +81,18 @@
 # its first step after 150 s (its rollouts then ran the priority + fusion lane kernel, 11-13 s
 # to compile against the register kernel's 5).
 # Next GPU session (the machine stays warm only ~30 s between calls: chain them at once):
-# call 1: "crossover go_gdp" (where "auto" should switch; GDP's and GO's start-up and step
-# rates now that their ~80 chromosomes per call run the kernels per program); call 2 on an
-# H100: "lanes check ab" (issue #16's target is an H100's: the whole evaluation at 500 ops,
-# D = 2; identity of every kernel at the current defaults, D = 1, 2, 4; the kernels against
-# session 13's, BASELINE = a worktree of 9e5fd8d), on an H200 "lanes_population profile"
-# (whether the lane kernel's steps are latency- or throughput-bound); then "lanes_dynamic"
-# (§8.2's lane kernels at D = 1 and 4 are untimed), "memory regs", "tune" and "tests";
-# compare timings only on the same kind of card. Carried worktrees: only their gsched/
-# without checkpoints fits the 64 MiB limit several at a time (rm -rf docs tests
-# gsched/policies/*/checkpoints).
+# on an H100, call 1: "lanes check" (issue #16's target is an H100's: the whole evaluation at
+# 500 ops, D = 2; identity of every kernel at the current defaults, D = 1, 2, 4), call 2:
+# "crossover" (where "auto" should switch between the kernels per program and per lane), then
+# "go_gdp" as time allows; on an H200, call 1: "crossover train" (~8 min: the switch, and
+# REGAL's rate now that its ~1,200 chromosomes per generation run pallas_memory), call 2:
+# "go_gdp" (GDP's and GO's start-up and rates with their ~80 chromosomes per call on the
+# register kernel). Later: "lanes_population profile" (whether the lane kernel's steps are
+# latency- or throughput-bound), "ab" (BASELINE = a worktree of 9e5fd8d, session 13's
+# kernels), "lanes_dynamic" (§8.2's lane kernels at D = 1 and 4 are untimed), "memory regs",
+# "tune" and "tests"; compare timings only on the same kind of card. Carried worktrees: only
+# their gsched/ without checkpoints fits the 64 MiB limit several at a time (rm -rf docs
+# tests gsched/policies/*/checkpoints).
 #
 # Writes $OUT/log.txt (everything), $OUT/benchmarks.md (docs/benchmarks.md with the new
 # sections), $OUT/brkga_b8.md and $OUT/runs.tgz (training metrics). REGAL_RUN names a run
@@ -132,16 +134,24 @@ check() {  # the fused Pallas kernels compiled by Triton against the loops, bit 
     decoder_sizes=''
   fi
   # The list kernel with its lanes in memory, without and with the memory accounted inside
-  # it (decoders "pallas_memory", "pallas_fused"; "auto" never picks them, so a failure here
-  # only skips their timings; "memory" checks the first at 2,000 and 10,000 ops against the
-  # register kernel)
+  # it (decoders "pallas_memory", "pallas_fused"; "auto" picks the first below
+  # LANES_MIN_CHROMOSOMES: if it fails, the register kernel there; "auto" never picks the
+  # second, so its failure only skips its timings; "memory" checks the first at 2,000 and
+  # 10,000 ops against the register kernel)
   step 120 check_memory $PY -m eval.check_decoders --sizes 500 --devices 1,2,4 \
-    --population 1024 --decoders pallas_memory || memory_ok=''
+    --population 1024 --decoders pallas_memory || memory_failed
   step 120 check_fused $PY -m eval.check_decoders --sizes 500 --devices 1,2,4 \
     --population 1024 --decoders pallas_fused || fused_ok=''
   step 150 check_lanes $PY -m eval.check_decoders --sizes 500 --devices 1,2,4 \
     --population 1024 --decoders pallas_lanes,pallas_lanes_fused && lanes_ok=checked \
     || lanes_failed
+}
+
+memory_failed() {  # "auto" picks pallas_memory with few chromosomes: the register kernel
+  memory_ok=''
+  echo "!!! the memory kernel failed or differed: 'auto' runs the register kernel for the rest"
+  local few='return "pallas_memory" if scheduler == "list" else "pallas"'
+  sed -i "s/^        $few\$/        return \"pallas\"/" gsched/costmodel/evaluate.py
 }
 
 lanes_failed() {  # "auto" picks pallas_lanes for every scheduler: the register kernels instead
