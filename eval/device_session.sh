@@ -150,8 +150,8 @@ check() {  # the fused Pallas kernels compiled by Triton against the loops, bit 
 memory_failed() {  # "auto" picks pallas_memory with few chromosomes: the register kernel
   memory_ok=''
   echo "!!! the memory kernel failed or differed: 'auto' runs the register kernel for the rest"
-  local few='return "pallas_memory" if scheduler == "list" else "pallas"'
-  sed -i "s/^        $few\$/        return \"pallas\"/" gsched/costmodel/evaluate.py
+  sed -i 's/^LIST_PER_PROGRAM = "pallas_memory"$/LIST_PER_PROGRAM = "pallas"/' \
+    gsched/costmodel/evaluate.py
 }
 
 lanes_failed() {  # "auto" picks pallas_lanes for every scheduler: the register kernels instead

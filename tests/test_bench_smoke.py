@@ -84,7 +84,7 @@ def test_the_lines_the_device_session_edits_on_a_failed_check_exist():
     root = Path(__file__).resolve().parents[1]
     script = (root / "eval" / "device_session.sh").read_text()
     edits = re.findall(r"sed -i 's/\^(.*?)\$/.*?/' \\?\s*(\S+)", script)
-    assert len(edits) == 2
+    assert len(edits) == 3
     for line, path in edits:
         assert (root / path).read_text().splitlines().count(line) == 1, (path, line)
 

@@ -498,6 +498,8 @@ def _use_dense(bucket, num_devices: int, scheduler: str, decoder: str) -> bool:
 # P = 16,384 (docs/benchmarks.md, session 37). The bound between is untimed.
 LANES_MIN_CHROMOSOMES = 2048
 SMALL_SLOTS = {"list": 8192, "priority": 2048, "fifo": 2048}
+# The list scheduler's kernel there (§8.2's: "pallas", the register kernel).
+LIST_PER_PROGRAM = "pallas_memory"
 
 
 def _fused_decoder(decoder: str, scheduler: str, chromosomes: int, slots: int) -> str | None:
@@ -522,7 +524,7 @@ def _fused_decoder(decoder: str, scheduler: str, chromosomes: int, slots: int) -
     if not pallas_applies():
         return "dense" if scheduler != "list" and jax.default_backend() == "cpu" else None
     if chromosomes < LANES_MIN_CHROMOSOMES and slots <= SMALL_SLOTS[scheduler]:
-        return "pallas_memory" if scheduler == "list" else "pallas"
+        return LIST_PER_PROGRAM if scheduler == "list" else "pallas"
     return "pallas_lanes"
 
 
