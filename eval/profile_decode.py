@@ -74,7 +74,7 @@ from gsched.costmodel.schedule import (
 )
 from gsched.generators import random_computation_graph
 from gsched.harness.benchmarks import parse_int_list
-from gsched.harness.launches import Launch, launches
+from gsched.harness.launches import Launch, launches, target_device
 from gsched.infra.progress import log
 
 PARAMS = CostParams(latency=0.1, bandwidth=16384.0)
@@ -201,28 +201,6 @@ def stages(num_devices: int, chunk: int | None, base: int, scheduler: str = "lis
     return rows + ([("+ memory walk = evaluate_population", population)] if whole else [])
 
 
-def _target_device(target: str):
-    """The device ``--compile-for`` compiles for: this machine's CPU (``cpu``), or a GPU
-    described by XLA's ``GpuTargetConfigProto`` text at the path ``target``
-    (``eval/gpu_targets/``), compiled for by the CUDA plugin without the GPU."""
-    if target == "cpu":
-        return jax.devices("cpu")[0]
-    try:
-        config = open(target).read()
-    except OSError as error:
-        raise SystemExit(f"--compile-for: cannot read the GPU target {target!r}: {error}")
-    try:
-        from jax.experimental import topologies
-        return topologies.get_topology_desc("target", "cuda", target_config=config,
-                                            topology="1x1x1").devices[0]
-    except Exception as error:  # the plugin missing, or the text not a target
-        raise SystemExit(
-            f"--compile-for {target}: no CUDA compiler without a GPU here ({error}). Install "
-            f"JAX's CUDA plugin for this JAX beside it: pip install --no-deps --target DIR "
-            f"jax-cuda13-plugin=={jax.__version__} jax-cuda13-pjrt=={jax.__version__}, then "
-            f"run with PYTHONPATH=DIR JAX_PLATFORMS=cpu JAX_SKIP_CUDA_CONSTRAINTS_CHECK=1")
-
-
 def _width_index(graph, keys, base: int, num_devices: int) -> int:
     """Which of the kernels' width branches (:func:`graph_lane_widths`, widest first) a
     population takes: the narrowest holding its most running items."""
@@ -282,7 +260,7 @@ def main(argv: Sequence[str] | None = None) -> None:
                         "of a GpuTargetConfigProto text (eval/gpu_targets/h100.pbtxt) "
                         "instead of timing them")
     args = p.parse_args(sys.argv[1:] if argv is None else argv)
-    device = None if args.compile_for is None else _target_device(args.compile_for)
+    device = None if args.compile_for is None else target_device(args.compile_for)
     on_gpu = device is not None and device.platform == "gpu"
     log(f"[profile] backend {jax.default_backend()} ({jax.devices()[0].device_kind}), "
         f"P = {args.population}, chunk {args.chunk or 'default'}, {args.scheduler} scheduler"

@@ -2,7 +2,8 @@
 run writes its Markdown section, and a re-run replaces that section without touching the
 others (``gsched.harness.benchmarks.write_section``); the accelerator-session tools
 (``eval.check_decoders``, ``eval.profile_decode``, ``eval.tune_kernel``) run and report, and
-the lines ``eval/device_session.sh`` edits when a kernel fails its check are still there."""
+the lines ``eval/device_session.sh`` edits when a kernel fails its check are still there;
+``eval.compile_train_step`` compiles a PPO iteration with "auto" as on a GPU and undoes it."""
 
 from __future__ import annotations
 
@@ -14,7 +15,7 @@ import numpy as np
 import pytest
 
 from eval import bench_cost_model as bench
-from eval import check_decoders, profile_decode, tune_kernel
+from eval import check_decoders, compile_train_step, profile_decode, tune_kernel
 from gsched.core.padding import pad_graph, pad_keys
 from gsched.costmodel.evaluate import evaluate_with_decoder
 from gsched.generators import random_computation_graph
@@ -170,6 +171,24 @@ def test_profile_decode_counts_launches_compiled_for_a_device(capsys, tmp_path):
     assert all(x > 0 for x in moved) and moved[0] < moved[2] < moved[3]  # prefixes grow
     with pytest.raises(SystemExit, match="cannot read the GPU target"):
         profile_decode.main(["--sizes", "12", "--compile-for", str(tmp_path / "none.pbtxt")])
+
+
+def test_compile_train_step_compiles_with_the_kernels_auto_would_run_and_restores(capsys):
+    # GDP's PPO iteration compiled for this CPU with "auto" as on a GPU (kernels interpreted):
+    # the lane kernels from 0 chromosomes per call; afterwards "auto" is this machine's again.
+    from gsched.costmodel import evaluate
+
+    before = (evaluate.pallas_applies, evaluate._fused_decoder, evaluate.LANES_MIN_CHROMOSOMES)
+    config = Path(__file__).resolve().parents[1] / "train" / "configs" / "gdp_small.toml"
+    compile_train_step.main(["--config", str(config), "--compile-for", "cpu", "--lanes-from", "0",
+                             "data.num_graphs=2", "data.valid_graphs=1", "batch_size=2",
+                             "ppo.samples=2"])
+    line = capsys.readouterr().err.splitlines()[-1]
+    assert re.search(r"for cpu, lane kernels from 0 chromosomes per call: data [\d.]+ s, "
+                     r"lowering [\d.]+ s, compiling [\d.]+ s; 'auto' chose pallas_lanes ×\d+$",
+                     line), line
+    assert (evaluate.pallas_applies, evaluate._fused_decoder,
+            evaluate.LANES_MIN_CHROMOSOMES) == before
 
 
 def test_tune_kernel_times_every_variant_and_checks_them_identical(tmp_path):

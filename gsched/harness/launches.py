@@ -10,12 +10,15 @@ most: its operands' and result's bytes (a launch that reads a slice of an operan
 result is written in place, touches less; a kernel's repeated reads of its own operands are
 not counted). It is a measure of what the program materializes between launches, for
 comparing variants of a program compiled by the same compiler, not a measured traffic.
+:func:`target_device` is the device such a program is compiled for (``--compile-for``).
 """
 
 from __future__ import annotations
 
 import dataclasses
 import re
+
+import jax
 
 DTYPE_BYTES = {"pred": 1, "s4": 1, "u4": 1, "s8": 1, "u8": 1, "s16": 2, "u16": 2, "f16": 2,
                "bf16": 2, "s32": 4, "u32": 4, "f32": 4, "s64": 8, "u64": 8, "f64": 8,
@@ -119,3 +122,25 @@ def launches(text: str) -> list[Launch]:
         return found
 
     return walk(entry, None, None)
+
+
+def target_device(target: str):
+    """The device ``--compile-for`` compiles for: this machine's CPU (``cpu``), or a GPU
+    described by XLA's ``GpuTargetConfigProto`` text at the path ``target``
+    (``eval/gpu_targets/``), compiled for by the CUDA plugin without the GPU."""
+    if target == "cpu":
+        return jax.devices("cpu")[0]
+    try:
+        config = open(target).read()
+    except OSError as error:
+        raise SystemExit(f"--compile-for: cannot read the GPU target {target!r}: {error}")
+    try:
+        from jax.experimental import topologies
+        return topologies.get_topology_desc("target", "cuda", target_config=config,
+                                            topology="1x1x1").devices[0]
+    except Exception as error:  # the plugin missing, or the text not a target
+        raise SystemExit(
+            f"--compile-for {target}: no CUDA compiler without a GPU here ({error}). Install "
+            f"JAX's CUDA plugin for this JAX beside it: pip install --no-deps --target DIR "
+            f"jax-cuda13-plugin=={jax.__version__} jax-cuda13-pjrt=={jax.__version__}, then "
+            f"run with PYTHONPATH=DIR JAX_PLATFORMS=cpu JAX_SKIP_CUDA_CONSTRAINTS_CHECK=1")
