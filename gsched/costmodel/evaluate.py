@@ -17,13 +17,14 @@ schedulers use their own loop. The static keyword ``fusion``
 turns on SPEC §8.3 (chromosomes ``N`` keys longer; :mod:`gsched.costmodel.fusion` contracts each
 chromosome's graph before scheduling). SPEC §8.1's roofline parameters and §8.3's
 ``fusion_capacity`` are dynamic (``CostParams``) and apply to every scheduler.
-On a GPU every scheduler (any ``D``) runs as one fused Pallas kernel with one chromosome per
-lane (same results bit for bit; ``decoder="pallas_lanes"``, the fastest on an H200): the list
-scheduler's :mod:`gsched.costmodel.pallas_lanes`, §8.2's
-:mod:`gsched.costmodel.pallas_lanes_dynamic`. The others only when asked for: the kernels with
-one chromosome per program (``"pallas"``: :mod:`gsched.costmodel.pallas_decode`,
-:mod:`gsched.costmodel.pallas_dynamic`), the list kernel with its lanes in memory
-(``"pallas_memory"``, :mod:`gsched.costmodel.pallas_memory`) and the kernels with SPEC §3's
+On a GPU every scheduler (any ``D``) runs as one fused Pallas kernel (same results bit for
+bit): from ``LANES_MIN_CHROMOSOMES`` chromosomes per call with one chromosome per lane
+(``decoder="pallas_lanes"``, the fastest on an H200 there): the list scheduler's
+:mod:`gsched.costmodel.pallas_lanes`, §8.2's :mod:`gsched.costmodel.pallas_lanes_dynamic`;
+below (on buckets up to ``SMALL_SLOTS``) with one per program: the list kernel with its lanes
+in memory (``"pallas_memory"``, :mod:`gsched.costmodel.pallas_memory`), §8.2's register
+kernel (``"pallas"``, :mod:`gsched.costmodel.pallas_dynamic`). The others only when asked for: the list register
+kernel (``"pallas"``, :mod:`gsched.costmodel.pallas_decode`) and the kernels with SPEC §3's
 memory accounted inside them (``"pallas_fused"``, ``"pallas_lanes_fused"``:
 :mod:`gsched.costmodel.pallas_peaks`; slower than the walk after the kernel on an H200). The list
 scheduler's kernel for TPUs (:mod:`gsched.costmodel.pallas_tpu`, Mosaic, SPEC §3 accounted

@@ -31,7 +31,8 @@ bounds the programs in flight. Steps wait on memory (the row, then the successor
 instead of on wide vector work; which is faster on a given GPU is measured, not assumed
 (``eval.tune_kernel --states registers,memory``): on an H200 (2026-11-28, whole evaluations at
 500 ops, ``D = 2``) it is slightly slower than the register kernel and both are beaten by
-:mod:`gsched.costmodel.pallas_lanes`, so "auto" never picks it.
+:mod:`gsched.costmodel.pallas_lanes` at 16,384 chromosomes; with fewer (512, 2026-11-29) it was
+the fastest list kernel, so "auto" picks it below ``evaluate.LANES_MIN_CHROMOSOMES`` per call.
 """
 
 from __future__ import annotations
