@@ -23,9 +23,9 @@ bit): from ``LANES_MIN_CHROMOSOMES`` chromosomes per call with one chromosome pe
 :mod:`gsched.costmodel.pallas_lanes`, §8.2's :mod:`gsched.costmodel.pallas_lanes_dynamic`;
 below (on buckets up to ``SMALL_SLOTS``) with one per program: the list kernel with its lanes
 in memory (``"pallas_memory"``, :mod:`gsched.costmodel.pallas_memory`), §8.2's register
-kernel (``"pallas"``, :mod:`gsched.costmodel.pallas_dynamic`). The others only when asked for: the list register
-kernel (``"pallas"``, :mod:`gsched.costmodel.pallas_decode`) and the kernels with SPEC §3's
-memory accounted inside them (``"pallas_fused"``, ``"pallas_lanes_fused"``:
+kernel (``"pallas"``, :mod:`gsched.costmodel.pallas_dynamic`). The others only when asked
+for: the list register kernel (``"pallas"``, :mod:`gsched.costmodel.pallas_decode`) and the
+kernels with SPEC §3's memory accounted inside them (``"pallas_fused"``, ``"pallas_lanes_fused"``:
 :mod:`gsched.costmodel.pallas_peaks`; slower than the walk after the kernel on an H200). The list
 scheduler's kernel for TPUs (:mod:`gsched.costmodel.pallas_tpu`, Mosaic, SPEC §3 accounted
 inside) likewise only when asked for (``decoder="pallas_tpu"``): on a TPU "auto" runs the loop.
