@@ -249,6 +249,10 @@ def _add_import(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--level", choices=importers.LEVELS, default="jaxpr",
                         help="--jax only: one op per jaxpr equation (default) or per ENTRY "
                              "instruction of the compiled module")
+    parser.add_argument("--backend", default=importers.BACKEND,
+                        help="--jax --level hlo only: the platform XLA compiles for (default "
+                             f"{importers.BACKEND}: the same graph on every machine; gpu, tpu, "
+                             "or 'default' for JAX's default backend)")
     parser.add_argument("--device", default="v100",
                         help=f"device preset for compute costs: {', '.join(importers.PRESETS)} "
                              "(default v100)")
@@ -303,12 +307,15 @@ def _run_import(args: argparse.Namespace) -> dict:
             if args.jax is not None:
                 fn, fn_args = _builder(args.jax)
                 source = args.jax
-                graph = importers.import_jax(fn, *fn_args, level=args.level, device=args.device,
-                                             strict=args.strict,
-                                             name=args.jax.rpartition(":")[2])
+                if args.level != "hlo" and args.backend != importers.BACKEND:
+                    raise UsageError("--backend applies to --level hlo only")
+                graph = importers.import_jax(
+                    fn, *fn_args, level=args.level, device=args.device, strict=args.strict,
+                    name=args.jax.rpartition(":")[2],
+                    backend=None if args.backend == "default" else args.backend)
             else:
-                if args.level != "jaxpr":
-                    raise UsageError("--level applies to --jax only")
+                if args.level != "jaxpr" or args.backend != importers.BACKEND:
+                    raise UsageError("--level and --backend apply to --jax only")
                 source = str(args.hlo)
                 try:
                     text = args.hlo.read_text()
@@ -331,7 +338,9 @@ def _run_import(args: argparse.Namespace) -> dict:
         raise UsageError(f"cannot write {args.out}: {err.strerror or err}") from None
     fallback = [str(w.message) for w in caught
                 if issubclass(w.category, importers.FallbackWarning)]
-    return {"source": source, "level": "hlo" if args.hlo is not None else args.level,
+    level = "hlo" if args.hlo is not None else args.level
+    return {"source": source, "level": level,
+            "backend": args.backend if args.jax is not None and level == "hlo" else None,
             "device": importers.preset(args.device).name, "time_unit": importers.TIME_UNIT,
             "num_ops": graph.num_ops, "num_tensors": graph.num_tensors,
             "num_edges": graph.num_edges, "num_inputs": int(graph.is_input.sum()),

@@ -13,11 +13,13 @@ count, so loop programs are compared with XLA's body × trip count.
 
 from __future__ import annotations
 
+import importlib.util
 import json
 import math
 import re
 import textwrap
 import warnings
+from pathlib import Path
 
 import jax
 import jax.numpy as jnp
@@ -365,6 +367,111 @@ def test_malformed_hlo_names_the_line(monkeypatch):
     assert import_hlo_text(text) == import_jax(mlp, *MLP_ARGS, level="hlo", name="")
 
 
+# --------------------------------------------------------------------------- GPU modules, backends
+
+GPU_HLO = Path(__file__).resolve().parent / "data" / "gpu_hlo"  # XLA GPU's modules for an H100
+
+
+@pytest.fixture(scope="module")
+def gpu_programs():
+    """The programs behind the GPU fixtures (tests/data/gpu_hlo/make_fixtures.py)."""
+    spec = importlib.util.spec_from_file_location("make_fixtures", GPU_HLO / "make_fixtures.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def library_calls(graph, text: str) -> dict[int, hlo_module.Instr]:
+    """Op index → instruction, for the ops that are GPU library calls."""
+    module = hlo_module.parse_module(text)
+    by_name = {i.name: i for i in module.computations[module.entry]}
+    return {j: by_name[n] for j, n in enumerate(graph.op_names)
+            if hlo_module.custom_call_target(by_name[n])}
+
+
+def test_cudnn_convolutions_count_the_forward_convolutions_multiply_adds(gpu_programs):
+    text = (GPU_HLO / "conv_grad.txt").read_text()
+    g = import_hlo_text(text, device="h100", strict=True)  # strict: no generic fallback
+    calls = library_calls(g, text)
+    assert sorted(hlo_module.custom_call_target(i) for i in calls.values()) == [
+        "__cudnn$convBackwardFilter", "__cudnn$convBackwardInput", "__cudnn$convForward"]
+    # the same convolution at the jaxpr level, and XLA's CPU count of it
+    forward = import_jax(gpu_programs.conv, *gpu_programs.CONV_ARGS).op_flops.sum()
+    assert forward == reference_flops(gpu_programs.conv, *gpu_programs.CONV_ARGS) > 0
+    for j in calls:  # the gradients' calls do the forward convolution's multiply-adds
+        assert g.op_flops[j] == forward
+        assert g.compute_cost[j] == pytest.approx(forward / PRESETS["h100"].peak_flops)
+
+
+def test_cublas_products_count_their_dot_and_their_workspace_is_temporary_memory(gpu_programs):
+    text = (GPU_HLO / "products.txt").read_text()
+    g = import_hlo_text(text, device="h100", strict=True)
+    calls = library_calls(g, text)
+    program = import_jax(gpu_programs.products, *gpu_programs.PRODUCT_ARGS)
+    dots = sorted(f for t, f in zip(program.op_types, program.op_flops) if t == "dot_general")
+    assert len(dots) == 2 and sorted(g.op_flops[j] for j in calls) == dots
+    workspaces = []
+    for j, ins in calls.items():
+        *_, (kind, dtype, dims) = ins.shape[1]
+        workspaces.append(hlo_module.leaf_bytes(dtype, dims))
+        assert kind == "array" and g.temporary_memory[j] == workspaces[-1] > 0
+        assert np.sum(g.tensor_producer == j) == len(ins.shape[1]) - 1  # no workspace tensor
+    others = np.setdiff1d(np.arange(g.num_ops), list(calls))
+    assert not g.temporary_memory[others].any()
+    assert g.tensor_size.max() < min(workspaces)
+    # SPEC §3 counts the workspace while its op runs (program_order against the reference)
+    (row,) = methods.optimize("program_order", [g], num_devices=1, budget=1).results
+    spec = rs.evaluate_order(g, [0] * g.num_ops, [("op", j) for j in range(g.num_ops)], 1)
+    np.testing.assert_allclose(row["peak_memory"], spec["peak_memory"], rtol=1e-6)
+    assert row["peak_memory"] > max(workspaces)
+
+
+LIBRARY_CALL = textwrap.dedent("""\
+    HloModule m, is_scheduled=true
+
+    ENTRY %main (a: f32[8,4], b: f32[4,2]) -> f32[8,2] {
+      %a = f32[8,4]{1,0} parameter(0)
+      %b = f32[4,2]{1,0} parameter(1)
+      %call = (f32[8,2]{1,0}, s8[1024]{0}) custom-call(%a, %b), custom_call_target="TARGET", \
+    backend_config={"gemm_backend_config":{"dot_dimension_numbers":{DIMS}}}
+      ROOT %out = f32[8,2]{1,0} get-tuple-element(%call), index=INDEX
+    }
+    """)
+
+
+def library_call(target="__cublas$gemm", dims='"lhs_contracting_dimensions":["1"]', index=0):
+    return (LIBRARY_CALL.replace("TARGET", target).replace("DIMS", dims)
+            .replace("INDEX", str(index)))
+
+
+def test_library_calls_bad_or_unknown_are_named():
+    g = import_hlo_text(library_call(), strict=True)
+    assert g.op_flops.tolist() == [0, 0, 2 * 8 * 2 * 4] and g.temporary_memory[2] == 1024
+    with pytest.raises(ImporterError, match=r"line 7: .*reads the workspace of %call"):
+        import_hlo_text(library_call(index=1))
+    with pytest.raises(ImporterError, match=r"line 6: __cublas\$gemm call 'call' has no "
+                                            "lhs_contracting_dimensions"):
+        import_hlo_text(library_call(dims='"rhs_contracting_dimensions":["0"]'))
+    unknown = library_call(target="__cub$DeviceRadixSort")
+    with pytest.warns(FallbackWarning, match=r"custom-call __cub\$DeviceRadixSort ×1"):
+        g = import_hlo_text(unknown)
+    assert g.op_flops[2] == 8 * 2 + 1024 and g.num_tensors == 4  # not a library workspace
+    with pytest.raises(ImporterError, match=r"line 6: unsupported 'custom-call "
+                                            r"__cub\$DeviceRadixSort'"):
+        import_hlo_text(unknown, strict=True)
+
+
+def test_the_hlo_level_compiles_for_the_backend_asked_wherever_the_arguments_are():
+    assert compiled_text(mlp, *MLP_ARGS) == compiled_text(mlp, *MLP_ARGS, backend=None)
+    assert import_jax(mlp, *MLP_ARGS, level="hlo") == import_jax(
+        mlp, *MLP_ARGS, level="hlo", backend="cpu")
+    elsewhere = jax.device_put(jnp.ones(4, jnp.bfloat16), jax.devices("cpu")[-1])
+    text = compiled_text(lambda a, s: a * s, elsewhere, jnp.asarray(2.0))  # weak: stays bf16
+    assert "entry_computation_layout={(bf16[4]{0}, f32[])->bf16[4]{0}}" in text
+    with pytest.raises(ImporterError, match=r"cannot compile mlp for backend 'nonesuch'"):
+        import_jax(mlp, *MLP_ARGS, level="hlo", backend="nonesuch")
+
+
 # --------------------------------------------------------------------------- graph fields, formats
 
 
@@ -474,6 +581,7 @@ def test_cli_import_jax(tmp_path, capsys, level):
     g = load_graph(out)
     assert report["out"] == str(out) and report["num_ops"] == g.num_ops
     assert report["num_inputs"] == 2 and report["level"] == level
+    assert report["backend"] == ("cpu" if level == "hlo" else None)
     assert report["device"] == "a100" and report["time_unit"] == "microseconds"
     assert json.loads(out.read_text())["graph"]["format"] == "gsched"
     fn = jax.value_and_grad(lambda w, x: jnp.sum(jnp.tanh(x @ w) ** 2))
@@ -498,6 +606,11 @@ def test_cli_import_hlo_and_bad_input(tmp_path, capsys):
         (["--jax", f"{tmp_path / 'prog.py'}:broken"], r"must return \(fn, args\)"),
         (["--jax", f"{tmp_path / 'prog.py'}:build", "--device", "tpu9"], "unknown device"),
         (["--jax", "nocolon.py"], "expects FILE.py:BUILDER"),
+        (["--jax", f"{tmp_path / 'prog.py'}:build", "--backend", "gpu"],
+         "--backend applies to --level hlo only"),
+        (["--hlo", str(tmp_path / "m.txt"), "--backend", "gpu"], "apply to --jax only"),
+        (["--jax", f"{tmp_path / 'prog.py'}:build", "--level", "hlo", "--backend", "nonesuch"],
+         "for backend 'nonesuch'"),
     ]
     for extra, message in cases:
         assert main(["import", *extra, "--out", str(tmp_path / "x.json")]) == 2

@@ -4,7 +4,8 @@ Two tables on the CPU backend, for the programs of :mod:`gsched.workloads` (``PR
 eight workloads × {inference, train} at size ``small``, plus four ``medium`` inference
 programs):
 
-1. **Reality check.** Each program is compiled once (``jax.jit(fn).lower(*args).compile()``);
+1. **Reality check.** Each program is compiled once, for the CPU on any machine
+   (:func:`gsched.importers.compile_for`, ``jax.jit(fn).lower(*args).compile()``);
    the compiled module's text is imported (:func:`gsched.importers.import_hlo_text` — what
    ``import_jax(fn, *args, level="hlo", device="h100")`` does, without compiling twice, so
    the graph and XLA's numbers describe the same executable), XLA's own order is scored with
@@ -334,13 +335,11 @@ def reality_row(label: str, fn: Callable, args: tuple, *, device: str = PRESET
                 ) -> tuple[dict, Graph]:
     """The reality-check record of one program and its imported graph (see the module
     docstring)."""
-    import jax
-
     from gsched import methods
-    from gsched.importers import import_hlo_text
+    from gsched.importers import compile_for, import_hlo_text
 
     start = time.perf_counter()
-    compiled = jax.jit(fn).lower(*args).compile()
+    compiled = compile_for(fn, args, {})  # the CPU module on any machine
     text = compiled.as_text()
     graph = import_hlo_text(text, device=device, name=label)
     import_seconds = time.perf_counter() - start
@@ -522,14 +521,13 @@ def compile_worker(argv: Sequence[str]) -> None:
     each workload program (``name/size/mode``) under this process's ``XLA_FLAGS`` and writes
     ``<folder>/<k>.hlo`` (the compiled text) and ``<folder>/<k>.json`` (memory analysis and
     buffer-assignment summary)."""
-    import jax
-
     from gsched import workloads
+    from gsched.importers import compile_for
 
     folder, labels = Path(argv[0]), argv[1:]
     for k, lab in enumerate(labels):
         fn, args = workloads.program(*lab.split("/"))
-        compiled = jax.jit(fn).lower(*args).compile()
+        compiled = compile_for(fn, args, {})
         (folder / f"{k}.hlo").write_text(compiled.as_text())
         try:
             proto = compiled.memory_analysis().serialized_buffer_assignment_proto

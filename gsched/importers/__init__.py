@@ -16,23 +16,33 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from gsched.core.graph import Graph
-from gsched.importers.hlo import compiled_text, cost_analysis, import_hlo_text
+from gsched.importers.hlo import (
+    BACKEND,
+    compile_for,
+    compiled_text,
+    cost_analysis,
+    import_hlo_text,
+)
 from gsched.importers.jaxpr import FallbackWarning, ImporterError, import_jaxpr
 from gsched.importers.presets import PRESETS, TIME_UNIT, DevicePreset, preset
 
 LEVELS = ("jaxpr", "hlo")
 
-__all__ = ["LEVELS", "PRESETS", "TIME_UNIT", "DevicePreset", "FallbackWarning", "ImporterError",
-           "compiled_text", "cost_analysis", "import_hlo_text", "import_jax", "preset"]
+__all__ = ["BACKEND", "LEVELS", "PRESETS", "TIME_UNIT", "DevicePreset", "FallbackWarning",
+           "ImporterError", "compile_for", "compiled_text", "cost_analysis", "import_hlo_text",
+           "import_jax", "preset"]
 
 
 def import_jax(fn: Callable, *example_args, level: str = "jaxpr", device="v100",
-               name: str | None = None, strict: bool = False, **kwargs) -> Graph:
+               name: str | None = None, strict: bool = False,
+               backend: str | None = BACKEND, **kwargs) -> Graph:
     """``fn(*example_args, **kwargs)`` as a graph.
 
     ``level="jaxpr"``: one op per jaxpr equation in program order (calls inlined; ``scan``,
     ``while``, ``cond`` one op each); ``level="hlo"``: one op per ENTRY instruction of
-    ``jax.jit(fn).lower(...).compile().as_text()`` in XLA's schedule order. ``device``: a
+    ``jax.jit(fn).lower(...).compile().as_text()`` in XLA's schedule order, compiled for
+    ``backend`` (default ``"cpu"``: the same graph on every machine; ``"gpu"``, ``"tpu"``, or
+    ``None`` for JAX's default backend: that platform's module and schedule). ``device``: a
     preset name (``v100``, ``a100``, ``h100``, ``tpu_v4``) or a :class:`DevicePreset`.
     ``strict``: an unknown primitive/opcode is an error instead of the generic fallback.
     ``name``: the graph's name (default ``fn.__name__``). Keyword arguments are passed to
@@ -47,5 +57,5 @@ def import_jax(fn: Callable, *example_args, level: str = "jaxpr", device="v100",
     if level == "jaxpr":
         return import_jaxpr(fn, *example_args, device=device, name=label, strict=strict,
                             **kwargs)
-    return import_hlo_text(compiled_text(fn, *example_args, **kwargs), device=device,
-                           name=label, strict=strict)
+    return import_hlo_text(compiled_text(fn, *example_args, backend=backend, **kwargs),
+                           device=device, name=label, strict=strict)

@@ -23,6 +23,14 @@ Input: the text of ``jax.jit(f).lower(*a).compile().as_text()`` or an XLA dump
   over its called computation, for ``while`` ``(cond + body) × known_trip_count`` (from the
   ``backend_config`` XLA writes when it knows the trip count; one trip otherwise), for
   ``conditional`` the most expensive branch; ``compute_cost = flops / peak_flops``.
+* **GPU library calls** (a GPU module's ``custom-call``s): cuBLAS products count the dot of
+  their ``backend_config``'s dimension numbers, cuDNN convolutions the forward convolution
+  they compute or differentiate (:data:`GEMM_TARGETS`, :data:`CONV_ROLES`); their workspace
+  (the last, 1-D ``s8``/``u8`` result leaf) is the op's ``temporary_memory``, not a tensor.
+  Other custom calls take the generic fallback, named by target (docs/importers.md).
+
+:func:`compile_for` compiles a JAX function for a chosen backend (default the CPU, so
+``import_jax(..., level="hlo")`` gives the same graph on every machine).
 
 **Parsing.** jaxlib's own parser (``hlo_module_from_text``, reached through
 ``jax._src.lib.xla_client.hlo``) checks the text first when this jaxlib has it: a syntax error
@@ -338,6 +346,42 @@ def _ints(value: str) -> list[int]:
     return [int(v) for v in value.strip("{}").split(",") if v.strip()]
 
 
+# GPU library calls XLA's GPU compiler emits: cuBLAS matrix products, counted as the dot of
+# their backend_config's dimension numbers (as XLA's GPU cost analysis does) ...
+GEMM_TARGETS = frozenset({"__cublas$gemm", "__cublas$lt$matmul", "__cublas$lt$matmul$f8"})
+_GEMM_CONTRACTING = re.compile(r'"lhs_contracting_dimensions"\s*:\s*\[([^\]]*)\]')
+# ... and cuDNN convolutions, counted as the forward convolution they compute or
+# differentiate (the same multiply-adds; XLA's cost analysis applies the forward formula to
+# the call's own operands, which differs for the backward kinds): where that convolution's
+# input, kernel and output are (k ≥ 0: operand k; −1: the result's first leaf); the call's
+# window and dim_labels describe it.
+CONV_ROLES = {
+    "__cudnn$convForward": (0, 1, -1),
+    "__cudnn$convBiasActivationForward": (0, 1, -1),
+    "__cudnn$convForwardGraph": (0, 1, -1),
+    "__cudnn$convBackwardInput": (-1, 1, 0),
+    "__cudnn$convBackwardFilter": (0, -1, 1),
+}
+
+
+def custom_call_target(ins: Instr) -> str:
+    """A ``custom-call``'s ``custom_call_target`` (``""`` for any other instruction)."""
+    if ins.opcode != "custom-call":
+        return ""
+    return ins.attrs.get("custom_call_target", "").strip('"')
+
+
+def scratch_leaves(ins: Instr) -> int:
+    """1 when ``ins`` is a cuBLAS/cuDNN call whose tuple result ends in its workspace (a 1-D
+    ``s8``/``u8`` buffer only the library reads), else 0."""
+    target = custom_call_target(ins)
+    if not target.startswith(("__cublas$", "__cudnn$")) or ins.shape[0] != "tuple":
+        return 0
+    last = ins.shape[1][-1] if ins.shape[1] else None
+    return int(len(ins.shape[1]) > 1 and last[0] == "array" and last[1] in ("s8", "u8")
+               and len(last[2]) == 1)
+
+
 class _Flops:
     def __init__(self, module: Module, strict: bool):
         self.module = module
@@ -382,7 +426,7 @@ class _Flops:
             lhs = self._operand_dims(ins, 0)
             return F.dot_flops(out0, lhs, _ints(ins.attrs.get("lhs_contracting_dims", "{}")))
         if op == "convolution":
-            return self._conv(ins, out0)
+            return self._conv(ins, self._operand_dims(ins, 0), self._operand_dims(ins, 1), out0)
         if op in F.HLO_ELEMENTWISE:
             return F.elements(out0)
         if op in F.HLO_DATA_MOVEMENT:
@@ -407,15 +451,29 @@ class _Flops:
             return F.sort_flops(out0, dims[0] if dims else 0)
         if op in F.HLO_COLLECTIVE:
             return 0
+        target = custom_call_target(ins)
+        if target in GEMM_TARGETS:
+            dims = _GEMM_CONTRACTING.search(ins.attrs.get("backend_config", ""))
+            if not dims:
+                _fail(ins.line, f"{target} call {ins.name!r} has no lhs_contracting_dimensions "
+                                "in its backend_config")
+            contracting = [int(d) for d in re.findall(r"\d+", dims.group(1))]
+            return F.dot_flops(out0, self._operand_dims(ins, 0), contracting)
+        if target in CONV_ROLES:
+            roles = [out0 if k < 0 else self._operand_dims(ins, k) for k in CONV_ROLES[target]]
+            return self._conv(ins, *roles)
+        kind = f"custom-call {target}" if target else op
         if self.strict:
-            _fail(ins.line, f"unsupported opcode {op!r} in instruction {ins.name!r} "
-                            "(strict=True; without it the generic fallback counts one flop "
-                            "per output element)")
-        self.fallback[op] = self.fallback.get(op, 0) + 1
-        return sum(F.elements(d) for _, d in outs)
+            _fail(ins.line, f"unsupported {'' if target else 'opcode '}{kind!r} in instruction "
+                            f"{ins.name!r} (strict=True; without it the generic fallback counts "
+                            "one flop per output element)")
+        self.fallback[kind] = self.fallback.get(kind, 0) + 1
+        return sum(F.elements(d) for _, d in outs[:len(outs) - scratch_leaves(ins)])
 
-    def _conv(self, ins: Instr, out: tuple[int, ...]) -> int:
-        lhs, rhs = self._operand_dims(ins, 0), self._operand_dims(ins, 1)
+    def _conv(self, ins: Instr, lhs: tuple[int, ...], rhs: tuple[int, ...],
+              out: tuple[int, ...]) -> int:
+        """The convolution of ``ins``'s window and dim_labels over input ``lhs``, kernel
+        ``rhs`` and output ``out``."""
         labels = ins.attrs.get("dim_labels", "")
         m = re.fullmatch(r"([a-z0-9]+)_([a-z0-9]+)->([a-z0-9]+)", labels)
         if not m:
@@ -485,7 +543,7 @@ def import_hlo_text(text: str, device="v100", name: str = "", strict: bool = Fal
                     key=lambda i: int(i.raw_operands.strip() or 0))
     others = [i for i in entry if i.opcode != "parameter"]
     values: dict[str, object] = {}  # instruction -> nested list of tensor ids (tuple tree)
-    sizes, producer, ports, control = [], [], [], []
+    sizes, producer, ports, control, temporary = [], [], [], [], []
     edges: dict[tuple[int, int], None] = {}
     ops = []  # (instr, flops)
 
@@ -498,8 +556,10 @@ def import_hlo_text(text: str, device="v100", name: str = "", strict: bool = Fal
             return t
         return [build_value(part, j, counter_port) for part in shape[1]]
 
-    def flat(value) -> list[int]:
-        return [value] if isinstance(value, int) else [t for v in value for t in flat(v)]
+    def flat(value) -> list[int]:  # None: a library call's workspace, not a tensor
+        if isinstance(value, int):
+            return [value]
+        return [t for v in value if v is not None for t in flat(v)]
 
     for ins in params + others:
         for operand in ins.operands:
@@ -516,6 +576,9 @@ def import_hlo_text(text: str, device="v100", name: str = "", strict: bool = Fal
             index = int(ins.attrs.get("index", "-1"))
             if isinstance(source, int) or not 0 <= index < len(source):
                 _fail(ins.line, f"get-tuple-element {ins.name!r} has a bad index {index}")
+            if source[index] is None:
+                _fail(ins.line, f"get-tuple-element {ins.name!r} reads the workspace of "
+                                f"%{ins.operands[0]}, which only its library uses")
             values[ins.name] = source[index]
             continue
         j = len(ops)
@@ -533,7 +596,13 @@ def import_hlo_text(text: str, device="v100", name: str = "", strict: bool = Fal
             t = len(sizes)
             sizes.append(0.0), producer.append(p), ports.append(-1), control.append(True)
             edges[t, j] = None
-        values[ins.name] = build_value(ins.shape, j, [0])
+        if scratch_leaves(ins):  # the workspace: memory while the op runs, not a tensor
+            *leaves_, workspace = ins.shape[1]
+            temporary.append(leaf_bytes(workspace[1], workspace[2]))
+            values[ins.name] = build_value(("tuple", leaves_), j, [0]) + [None]
+        else:
+            temporary.append(0.0)
+            values[ins.name] = build_value(ins.shape, j, [0])
     if counter.fallback:
         listed = ", ".join(f"{k} ×{c}" for k, c in sorted(counter.fallback.items()))
         warnings.warn(f"flops of unknown opcodes estimated as one per output element: "
@@ -542,7 +611,7 @@ def import_hlo_text(text: str, device="v100", name: str = "", strict: bool = Fal
     pairs = np.array(list(edges), np.int64).reshape(-1, 2)
     return make_graph(
         compute_cost=[dev.compute_cost(f) for f in op_flops],
-        temporary_memory=np.zeros(len(ops)),
+        temporary_memory=np.asarray(temporary, float),
         tensor_producer=np.asarray(producer, np.int64), tensor_size=np.asarray(sizes),
         tensor_is_control=np.asarray(control, bool), tensor_port=np.asarray(ports, np.int64),
         edge_tensor=pairs[:, 0], edge_consumer=pairs[:, 1],
@@ -551,28 +620,55 @@ def import_hlo_text(text: str, device="v100", name: str = "", strict: bool = Fal
         is_input=[i.opcode == "parameter" for i, _ in ops])
 
 
-def compiled_text(fn, *args, **kwargs) -> str:
-    """``jax.jit(fn).lower(*args, **kwargs).compile().as_text()``; a failure is an
-    :class:`ImporterError` naming the function and the problem."""
+BACKEND = "cpu"  # the platform import_jax compiles for at the HLO level unless told
+
+
+def compile_for(fn, args: tuple, kwargs: dict, backend: str | None = BACKEND):
+    """``jax.jit(fn).lower(*args, **kwargs).compile()`` for the first local device of
+    ``backend`` (``"cpu"``, ``"gpu"``, ``"tpu"``, ...; ``None``: JAX's default backend), whatever
+    devices the arguments live on: their arrays are lowered as shapes placed on that device.
+    A failure is an :class:`ImporterError` naming the function and the problem."""
     import jax
+    from jax.sharding import SingleDeviceSharding
 
     label = getattr(fn, "__qualname__", None) or getattr(fn, "__name__", None) or repr(fn)
     if not callable(fn):
         raise ImporterError(f"cannot import {label}: not a callable")
     try:
-        return jax.jit(fn).lower(*args, **kwargs).compile().as_text()
+        device = jax.local_devices(backend=backend)[0]
+    except RuntimeError as err:
+        raise ImporterError(f"cannot compile {label} for backend {backend!r}: "
+                            f"{_first_line(err)}") from None
+    placed = SingleDeviceSharding(device)
+
+    def on_device(x):
+        if isinstance(x, (jax.Array, np.ndarray, np.generic, jax.ShapeDtypeStruct)):
+            return jax.ShapeDtypeStruct(x.shape, x.dtype, sharding=placed,
+                                        weak_type=bool(getattr(x, "weak_type", False)))
+        return x
+
+    try:
+        with jax.default_device(device):
+            return jax.jit(fn).lower(*jax.tree.map(on_device, args),
+                                     **jax.tree.map(on_device, kwargs)).compile()
     except Exception as err:
-        first = str(err).strip().splitlines()[0] if str(err).strip() else ""
         raise ImporterError(f"cannot compile {label} with jax.jit: {type(err).__name__}: "
-                            f"{first}") from err
+                            f"{_first_line(err)}") from err
 
 
-def cost_analysis(fn, *args, **kwargs) -> dict:
-    """XLA's ``compiled.cost_analysis()`` totals (a dict; older JAX returned a list of one)."""
-    import jax
+def _first_line(err: Exception) -> str:
+    return str(err).strip().splitlines()[0] if str(err).strip() else ""
 
-    result = jax.jit(fn).lower(*args, **kwargs).compile().cost_analysis()
+
+def compiled_text(fn, *args, backend: str | None = BACKEND, **kwargs) -> str:
+    """The text of :func:`compile_for`'s executable (XLA's scheduled module)."""
+    return compile_for(fn, args, kwargs, backend).as_text()
+
+
+def cost_analysis(fn, *args, backend: str | None = BACKEND, **kwargs) -> dict:
+    """XLA's ``cost_analysis()`` totals of :func:`compile_for`'s executable (a dict; older JAX
+    returned a list of one)."""
+    result = compile_for(fn, args, kwargs, backend).cost_analysis()
     if isinstance(result, list):  # pragma: no cover - older JAX
         result = result[0] if result else {}
     return dict(result or {})
-

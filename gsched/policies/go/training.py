@@ -12,7 +12,8 @@
   training and ``valid_graphs`` validation graphs from separate streams (``valid_graphs = 0``:
   the training graphs validate — GDP's "one" and "batch" modes).
 * ``"workloads"`` — the papers' model families (:mod:`gsched.workloads`) imported at
-  ``data.level`` with the preset's costs: the ``families`` train, the ``held_out`` ones
+  ``data.level`` with the preset's costs (``"hlo"``: XLA's CPU module on every machine, so
+  a GPU run trains on the same graphs): the ``families`` train, the ``held_out`` ones
   validate (GO Fig. 5: pre-train on some families, test on another). With no ``held_out``
   the training graphs validate too (GDP's "one" mode with one family; "batch" with several).
 

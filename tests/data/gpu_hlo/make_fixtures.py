@@ -1,0 +1,59 @@
+"""Writes the modules XLA's GPU compiler makes of :data:`PROGRAMS` for an H100, without one
+(JAX's CUDA plugin and ``eval/gpu_targets/h100.pbtxt``; see ``eval/compile_train_step.py``):
+the fixtures ``tests/test_importers.py`` imports GPU library calls from. From the repository
+root::
+
+    JAX_SKIP_CUDA_CONSTRAINTS_CHECK=1 JAX_PLATFORMS=cpu PYTHONPATH=.:CUDA_PLUGIN_DIR \\
+      XLA_FLAGS="--xla_gpu_autotune_level=0 --xla_gpu_enable_triton_gemm=false" \\
+      python tests/data/gpu_hlo/make_fixtures.py
+
+(Triton's matrix products off, so the products are cuBLAS calls.)
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import jax
+import jax.numpy as jnp
+from jax.sharding import SingleDeviceSharding
+
+from gsched.harness.launches import target_device
+
+
+def conv(x, w):
+    """A 3×3 convolution, stride 1, SAME padding (cuDNN pads it itself), NHWC / HWIO."""
+    return jax.lax.conv_general_dilated(x, w, (1, 1), "SAME",
+                                        dimension_numbers=("NHWC", "HWIO", "NHWC"))
+
+
+def conv_loss(x, w):
+    return jnp.sum(jnp.tanh(conv(x, w)))
+
+
+def products(a, b, c):
+    """A batched product, then a plain one: two cuBLAS calls."""
+    return jnp.tanh(jnp.einsum("bij,bjk->bik", a, b)) @ c
+
+
+CONV_ARGS = (jnp.ones((4, 16, 16, 8)), jnp.ones((3, 3, 8, 16)))
+PRODUCT_ARGS = (jnp.ones((3, 64, 32)), jnp.ones((3, 32, 48)), jnp.ones((48, 16)))
+PROGRAMS = {  # file name: (function, example arguments)
+    "conv_grad.txt": (jax.grad(conv_loss, argnums=(0, 1)), CONV_ARGS),
+    "products.txt": (products, PRODUCT_ARGS),
+}
+
+
+def main() -> None:
+    here = Path(__file__).resolve().parent
+    target = target_device(str(here.parents[2] / "eval" / "gpu_targets" / "h100.pbtxt"))
+    for file_name, (fn, args) in PROGRAMS.items():
+        shapes = [jax.ShapeDtypeStruct(a.shape, a.dtype, sharding=SingleDeviceSharding(target))
+                  for a in args]
+        text = jax.jit(fn).trace(*shapes).lower().compile().as_text()
+        (here / file_name).write_text(text)
+        print(file_name, len(text.splitlines()), "lines")
+
+
+if __name__ == "__main__":
+    main()
