@@ -26,8 +26,8 @@
 # lanes_population (the list lane kernel from 1,024 to 65,536 chromosomes; ~3 min),
 # lanes_resident (the list lane kernel with fewer programs than blocks; ~3–5 min), crossover
 # (the kernels per program against the lane kernels from 512 to 4,096 chromosomes; ~5 min)
-# and fusion (the list and priority schedulers with and without SPEC §8.3 fusion at 500 ops,
-# D = 2).
+# fusion (the list and priority schedulers with and without SPEC §8.3 fusion at 500 ops,
+# D = 2) and gpu_modules (the workloads as XLA GPU's modules, read by the importer).
 # 2026-11-26 on an H200 (session 9): "check bench train tests", then "profile go_gdp scaling".
 # 2026-11-26 on an H100 (session 13): "check tune bench profile" (333 s), then "tests go_gdp
 # scaling" (299 s; tests and go_gdp ran out of their limits, raised since). The tuning made the
@@ -87,7 +87,9 @@
 # "go_gdp" as time allows; on an H200, call 1: "crossover train" (~8 min: the switch, and
 # REGAL's rate now that its ~1,200 chromosomes per generation run pallas_memory), call 2:
 # "go_gdp" (GDP's and GO's start-up and rates with their ~80 chromosomes per call on the
-# register kernel). Later: "lanes_population profile" (whether the lane kernel's steps are
+# register kernel; their workloads are the CPU modules since session 38, not the GPU's), then
+# "gpu_modules" (~2-4 min: XLA GPU's autotuned modules read by the importer, and their compile
+# seconds). Later: "lanes_population profile" (whether the lane kernel's steps are
 # latency- or throughput-bound), "ab" (BASELINE = a worktree of 9e5fd8d, session 13's
 # kernels), "lanes_dynamic" (§8.2's lane kernels at D = 1 and 4 are untimed), "memory regs",
 # "tune" and "tests"; compare timings only on the same kind of card. Carried worktrees: only
@@ -260,6 +262,15 @@ profile() {
   step 50 profile_2000 $PY -m eval.profile_decode --sizes 2000 --devices 1,2 --population 2048
   step 70 profile_priority $PY -m eval.profile_decode --sizes 500 --devices 2 --population 4096 \
     --scheduler priority
+}
+
+gpu_modules() {  # the workloads compiled for this GPU, autotuned (import_jax(...,
+  # backend="gpu")), against the CPU modules the HLO level imports by default: XLA's compile
+  # seconds (part of GO's and GDP's GPU start-up before session 38), the library calls the
+  # importer reads, any custom call it does not; never run on a GPU; ~2-4 min
+  [ -f "$OUT/benchmarks.md" ] || cp docs/benchmarks.md "$OUT/benchmarks.md"
+  step 300 gpu_modules $PY -m eval.gpu_modules --backend gpu --output "$OUT/benchmarks.md" \
+    --section-title "XLA GPU's modules of the workloads against the CPU's — GPU"
 }
 
 go_gdp() {

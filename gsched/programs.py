@@ -26,7 +26,7 @@ def _summary(row: dict) -> dict:
 def optimize_jax(fn: Callable, *args, method: str = "brkga", devices: int = 1,
                  budget: int = 5000, objective: str = "peak_memory", level: str = "hlo",
                  device: str = "h100", scheduler: str = "list", fusion: bool = False,
-                 seed: int = 0, options: dict | None = None, backend: str | None = BACKEND,
+                 seed: int = 0, options: dict | None = None, backend=BACKEND,
                  **kwargs) -> dict[str, Any]:
     """Imports ``fn(*args, **kwargs)`` and compares XLA's schedule with ``method``'s result.
 

@@ -3,7 +3,8 @@ run writes its Markdown section, and a re-run replaces that section without touc
 others (``gsched.harness.benchmarks.write_section``); the accelerator-session tools
 (``eval.check_decoders``, ``eval.profile_decode``, ``eval.tune_kernel``) run and report, and
 the lines ``eval/device_session.sh`` edits when a kernel fails its check are still there;
-``eval.compile_train_step`` compiles a PPO iteration with "auto" as on a GPU and undoes it."""
+``eval.compile_train_step`` compiles a PPO iteration with "auto" as on a GPU and undoes it;
+``eval.gpu_modules`` tables a workload compiled for a target against the CPU module."""
 
 from __future__ import annotations
 
@@ -15,7 +16,7 @@ import numpy as np
 import pytest
 
 from eval import bench_cost_model as bench
-from eval import check_decoders, compile_train_step, profile_decode, tune_kernel
+from eval import check_decoders, compile_train_step, gpu_modules, profile_decode, tune_kernel
 from gsched.core.padding import pad_graph, pad_keys
 from gsched.costmodel.evaluate import evaluate_with_decoder
 from gsched.generators import random_computation_graph
@@ -189,6 +190,18 @@ def test_compile_train_step_compiles_with_the_kernels_auto_would_run_and_restore
                      line), line
     assert (evaluate.pallas_applies, evaluate._fused_decoder,
             evaluate.LANES_MIN_CHROMOSOMES) == before
+
+
+def test_gpu_modules_tables_a_program_compiled_for_a_target_against_the_cpu_module(tmp_path):
+    # Compiled "for" the CPU, the two modules are one: same ops, same flops, no library call
+    out = tmp_path / "bench.md"
+    gpu_modules.main(["--compile-for", "cpu", "--names", "gpt", "--modes", "inference",
+                      "--output", str(out), "--section-title", TITLE])
+    text = out.read_text()
+    row = re.search(r"^\| gpt small inference \| [\d.]+ \| (\d+) / (\d+) \| 0 / 0 \| — \| "
+                    r"([\d.]+) / ([\d.]+) \| 0.0 \|$", text, re.M)
+    assert row and row[1] == row[2] and row[3] == row[4], text
+    assert f"## {TITLE}" in text and "--compile-for cpu" in text
 
 
 def test_tune_kernel_times_every_variant_and_checks_them_identical(tmp_path):

@@ -462,7 +462,8 @@ def test_library_calls_bad_or_unknown_are_named():
 
 
 def test_the_hlo_level_compiles_for_the_backend_asked_wherever_the_arguments_are():
-    assert compiled_text(mlp, *MLP_ARGS) == compiled_text(mlp, *MLP_ARGS, backend=None)
+    assert compiled_text(mlp, *MLP_ARGS) == compiled_text(mlp, *MLP_ARGS, backend=None) == \
+        compiled_text(mlp, *MLP_ARGS, backend=jax.devices("cpu")[-1])  # a jax.Device too
     assert import_jax(mlp, *MLP_ARGS, level="hlo") == import_jax(
         mlp, *MLP_ARGS, level="hlo", backend="cpu")
     elsewhere = jax.device_put(jnp.ones(4, jnp.bfloat16), jax.devices("cpu")[-1])

@@ -35,14 +35,15 @@ __all__ = ["BACKEND", "LEVELS", "PRESETS", "TIME_UNIT", "DevicePreset", "Fallbac
 
 def import_jax(fn: Callable, *example_args, level: str = "jaxpr", device="v100",
                name: str | None = None, strict: bool = False,
-               backend: str | None = BACKEND, **kwargs) -> Graph:
+               backend=BACKEND, **kwargs) -> Graph:
     """``fn(*example_args, **kwargs)`` as a graph.
 
     ``level="jaxpr"``: one op per jaxpr equation in program order (calls inlined; ``scan``,
     ``while``, ``cond`` one op each); ``level="hlo"``: one op per ENTRY instruction of
     ``jax.jit(fn).lower(...).compile().as_text()`` in XLA's schedule order, compiled for
-    ``backend`` (default ``"cpu"``: the same graph on every machine; ``"gpu"``, ``"tpu"``, or
-    ``None`` for JAX's default backend: that platform's module and schedule). ``device``: a
+    ``backend`` (default ``"cpu"``: the same graph on every machine; ``"gpu"``, ``"tpu"``,
+    ``None`` for JAX's default backend, or a ``jax.Device``: that platform's module and
+    schedule; :func:`compile_for`). ``device``: a
     preset name (``v100``, ``a100``, ``h100``, ``tpu_v4``) or a :class:`DevicePreset`.
     ``strict``: an unknown primitive/opcode is an error instead of the generic fallback.
     ``name``: the graph's name (default ``fn.__name__``). Keyword arguments are passed to

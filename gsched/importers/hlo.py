@@ -623,11 +623,13 @@ def import_hlo_text(text: str, device="v100", name: str = "", strict: bool = Fal
 BACKEND = "cpu"  # the platform import_jax compiles for at the HLO level unless told
 
 
-def compile_for(fn, args: tuple, kwargs: dict, backend: str | None = BACKEND):
+def compile_for(fn, args: tuple, kwargs: dict, backend=BACKEND):
     """``jax.jit(fn).lower(*args, **kwargs).compile()`` for the first local device of
-    ``backend`` (``"cpu"``, ``"gpu"``, ``"tpu"``, ...; ``None``: JAX's default backend), whatever
-    devices the arguments live on: their arrays are lowered as shapes placed on that device.
-    A failure is an :class:`ImporterError` naming the function and the problem."""
+    ``backend`` (``"cpu"``, ``"gpu"``, ``"tpu"``, ...; ``None``: JAX's default backend) or for
+    ``backend`` itself when it is a ``jax.Device`` (e.g. a GPU compiled for without one,
+    :func:`gsched.harness.launches.target_device`), whatever devices the arguments live on:
+    their arrays are lowered as shapes placed on that device. A failure is an
+    :class:`ImporterError` naming the function and the problem."""
     import jax
     from jax.sharding import SingleDeviceSharding
 
@@ -635,7 +637,8 @@ def compile_for(fn, args: tuple, kwargs: dict, backend: str | None = BACKEND):
     if not callable(fn):
         raise ImporterError(f"cannot import {label}: not a callable")
     try:
-        device = jax.local_devices(backend=backend)[0]
+        device = backend if isinstance(backend, jax.Device) else \
+            jax.local_devices(backend=backend)[0]
     except RuntimeError as err:
         raise ImporterError(f"cannot compile {label} for backend {backend!r}: "
                             f"{_first_line(err)}") from None
@@ -660,12 +663,12 @@ def _first_line(err: Exception) -> str:
     return str(err).strip().splitlines()[0] if str(err).strip() else ""
 
 
-def compiled_text(fn, *args, backend: str | None = BACKEND, **kwargs) -> str:
+def compiled_text(fn, *args, backend=BACKEND, **kwargs) -> str:
     """The text of :func:`compile_for`'s executable (XLA's scheduled module)."""
     return compile_for(fn, args, kwargs, backend).as_text()
 
 
-def cost_analysis(fn, *args, backend: str | None = BACKEND, **kwargs) -> dict:
+def cost_analysis(fn, *args, backend=BACKEND, **kwargs) -> dict:
     """XLA's ``cost_analysis()`` totals of :func:`compile_for`'s executable (a dict; older JAX
     returned a list of one)."""
     result = compile_for(fn, args, kwargs, backend).cost_analysis()
