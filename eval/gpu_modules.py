@@ -35,7 +35,8 @@ TITLE = "XLA GPU's modules of the workloads against the CPU's"
 
 def library_calls(text: str) -> collections.Counter:
     """How many ENTRY custom calls of each library the module has: ``cuBLAS``, ``cuDNN``
-    (read by the importer) or ``other``."""
+    (read by the importer) or ``other``; and its ``call`` instructions (``call``: one op each,
+    as XLA GPU's command buffers would be)."""
     module = parse_module(text)
     kinds = collections.Counter()
     for ins in module.computations[module.entry]:
@@ -43,6 +44,7 @@ def library_calls(text: str) -> collections.Counter:
         if target:
             kinds["cuBLAS" if target in GEMM_TARGETS else
                   "cuDNN" if target in CONV_ROLES else "other"] += 1
+        kinds["call"] += ins.opcode == "call"
     return kinds
 
 
@@ -62,7 +64,8 @@ def program_row(name: str, size: str, mode: str, device, preset: str) -> str:
     calls = library_calls(text)
     workspace = gpu.temporary_memory.sum() / 2**20
     return (f"| {name} {size} {mode} | {seconds:.1f} | {cpu.num_ops:,} / {gpu.num_ops:,} | "
-            f"{calls['cuBLAS']} / {calls['cuDNN']} | {'; '.join(fallback) or '—'} | "
+            f"{calls['cuBLAS']} / {calls['cuDNN']} | {calls['call']} | "
+            f"{'; '.join(fallback) or '—'} | "
             f"{cpu.op_flops.sum() / flops:.2f} / {gpu.op_flops.sum() / flops:.2f} | "
             f"{workspace:,.1f} |")
 
@@ -103,12 +106,14 @@ def main(argv: Sequence[str] | None = None) -> int:
         f"Each program compiled for {where} and for the CPU, both imported with the "
         f"`{args.preset}` preset. *compile s*: XLA's compilation for the target (autotuning "
         "included on a GPU); *calls*: the GPU module's cuBLAS / cuDNN calls (read by the "
-        "importer); *fallback*: custom calls it counted by the generic estimate; *flops*: "
+        "importer); *`call`s*: ENTRY `call` instructions, one op each (XLA GPU's command "
+        "buffers would show here); *fallback*: custom calls counted by the generic estimate; "
+        "*flops*: "
         "each module's total as a multiple of the jaxpr level's; *workspaces*: the libraries' "
         "temporary memory in the GPU module.", "",
-        "| program | compile s | ops CPU / GPU | calls cuBLAS / cuDNN | fallback | "
+        "| program | compile s | ops CPU / GPU | calls cuBLAS / cuDNN | `call`s | fallback | "
         "flops CPU / GPU | workspaces MiB |",
-        "| --- | --- | --- | --- | --- | --- | --- |", *rows])
+        "| --- | --- | --- | --- | --- | --- | --- | --- |", *rows])
     publish_section(args.output, args.section_title or TITLE, body, "gpu_modules")
     return 0
 

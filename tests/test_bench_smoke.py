@@ -198,7 +198,7 @@ def test_gpu_modules_tables_a_program_compiled_for_a_target_against_the_cpu_modu
     gpu_modules.main(["--compile-for", "cpu", "--names", "gpt", "--modes", "inference",
                       "--output", str(out), "--section-title", TITLE])
     text = out.read_text()
-    row = re.search(r"^\| gpt small inference \| [\d.]+ \| (\d+) / (\d+) \| 0 / 0 \| — \| "
+    row = re.search(r"^\| gpt small inference \| [\d.]+ \| (\d+) / (\d+) \| 0 / 0 \| 0 \| — \| "
                     r"([\d.]+) / ([\d.]+) \| 0.0 \|$", text, re.M)
     assert row and row[1] == row[2] and row[3] == row[4], text
     assert f"## {TITLE}" in text and "--compile-for cpu" in text
