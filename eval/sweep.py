@@ -6,7 +6,8 @@ Every method runs through :func:`gsched.methods.optimize`, one batch of ``batch_
 at a time; the rows (one per dataset, graph, objective, devices, method, seed and budget) are
 appended to ``DIR/results.jsonl`` after every batch (default ``DIR = runs/sweeps/<config
 stem>``). ``--resume`` skips the cells already there with the current cell hash; ``--shards``
-splits each batch over that many local devices. Under ``jax.distributed`` each process runs
+splits each batch over that many local devices (on a CPU one device per core unless
+``XLA_FLAGS`` sets a count). Under ``jax.distributed`` each process runs
 its share and writes ``results.p{i}.jsonl``. The library is :mod:`gsched.harness` (config,
 units, results, run); the config format, resume and multi-process use are in
 ``docs/harness.md``, example configs in ``eval/configs/``.
@@ -21,6 +22,7 @@ from pathlib import Path
 
 from gsched.harness.config import load_config
 from gsched.harness.run import run_sweep
+from gsched.infra.distributed import one_device_per_core
 
 
 def main(argv=None) -> int:
@@ -46,4 +48,5 @@ def main(argv=None) -> int:
 
 
 if __name__ == "__main__":
+    one_device_per_core()  # before JAX starts: each batch split over the cores by default
     sys.exit(main())

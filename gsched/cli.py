@@ -37,6 +37,7 @@ from gsched.formats import (
     save_graph,
     write_nodelink,
 )
+from gsched.harness.run import mesh_for
 
 
 class UsageError(Exception):
@@ -216,11 +217,15 @@ def _run_optimize(args: argparse.Namespace) -> dict:
     inputs = _load_inputs(args.graph)
     options = {name: getattr(args, name) for name in methods.options()
                if getattr(args, name) is not None}
+    # A search's batch split over the local devices (one per core under `python -m gsched`):
+    # one schedule loop per device, the same results (docs/harness.md, "Sharding")
+    mesh = mesh_for(len(inputs)) if methods.method(args.method).kind == "search" else None
     try:
         outcome = methods.optimize(
             args.method, [graph for _, graph in inputs], num_devices=args.devices,
             budget=args.evals, objective=args.objective, cost_params=cost_params,
-            seed=args.seed, options=options, scheduler=args.scheduler, fusion=args.fusion)
+            seed=args.seed, options=options, scheduler=args.scheduler, fusion=args.fusion,
+            mesh=mesh)
     except (ValueError, TypeError) as err:
         raise UsageError(str(err)) from None
     results = [{"graph": path, "objective": args.objective, **row}
@@ -228,7 +233,8 @@ def _run_optimize(args: argparse.Namespace) -> dict:
     for row in results:
         _require_finite(row, row["graph"])
     timing = {"wall_seconds": outcome.wall_seconds,
-              "compile_seconds": outcome.compile_seconds}
+              "compile_seconds": outcome.compile_seconds,
+              "shards": 1 if mesh is None else mesh.size}
     common = {"method": args.method, "objective": args.objective, "num_devices": args.devices,
               "scheduler": args.scheduler, "fusion_enabled": args.fusion}
     single = len(args.graph) == 1 and not args.graph[0].is_dir()

@@ -1,21 +1,23 @@
 """The ``optimize`` command (SPEC §6): one JSON object, exact budgets, deterministic per seed."""
 
 import json
+import os
 import subprocess
 import sys
 from pathlib import Path
 
+import jax
 import pytest
 
 import gsched
 from gsched.cli import main
-from tests.graphs import SHARED
+from tests.graphs import SHARED, subprocess_env
 
 REPO = Path(__file__).resolve().parents[1]
 DIAMOND = SHARED / "examples" / "diamond.pbtxt"
 needs_diamond = pytest.mark.skipif(not DIAMOND.is_file(), reason="shared diamond.pbtxt absent")
 
-TIMING = ("wall_seconds", "compile_seconds")
+TIMING = ("wall_seconds", "compile_seconds", "shards")
 SINGLE_FIELDS = {"method", "objective", "num_devices", "graph", "value", "evals_used",
                  "wall_seconds", "compile_seconds", "placement", "order", "peak_memory",
                  "device_peaks", "runtime", "feasible"}
@@ -187,3 +189,24 @@ def test_topoformer_brkga_with_the_shipped_model_and_a_concentration(capsys):
     check_consistent(result, gsched.load_graph(DIAMOND), 1)
     assert main(["optimize", *map(str, args), "--concentration", "-1"]) == 2
     assert "concentration must be a finite number > 0" in capsys.readouterr().err
+
+
+@pytest.mark.subprocess
+def test_python_m_gsched_splits_a_batch_over_one_device_per_core(capsys, tmp_path):
+    # `python -m gsched` asks XLA for one CPU device per core (no device count in XLA_FLAGS
+    # here): a search's batch of two graphs runs one schedule loop per device, with the
+    # results of this process's run (its devices as the tests have them).
+    folder = tmp_path / "graphs"
+    folder.mkdir()
+    for seed in range(2):
+        gsched.save_graph(gsched.random_computation_graph(8, seed), folder / f"g{seed}.pbtxt")
+    args = ["--graph", folder, "--devices", 2, "--method", "brkga", "--evals", 200]
+    here = optimize(capsys, *args)
+    proc = subprocess.run([sys.executable, "-m", "gsched", "optimize", *map(str, args)],
+                          cwd=REPO, capture_output=True, text=True, timeout=300,
+                          env=subprocess_env())
+    assert proc.returncode == 0 and proc.stderr == "", proc.stderr
+    split = json.loads(proc.stdout)
+    assert here["shards"] == min(2, len(jax.local_devices()))
+    assert split["shards"] == min(2, os.cpu_count() or 1)
+    assert without_timing(split) == without_timing(here)
