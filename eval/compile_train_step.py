@@ -29,6 +29,7 @@ import jax
 from gsched.costmodel import evaluate, pallas_decode
 from gsched.harness.launches import target_device
 from gsched.infra.config import load_config
+from gsched.infra.distributed import shapes_on
 from gsched.infra.progress import log
 from gsched.policies.go import training
 from gsched.policies.go.ppo import init_state, make_train_step
@@ -83,9 +84,7 @@ def main(argv: Sequence[str] | None = None) -> None:
     net = training.initial_network(config)
     state = init_state(net, config.ppo, jax.random.key(config.seed + 1))
     batch = jax.tree.map(lambda x: x[:config.batch_size], batch)
-    sharding = jax.sharding.SingleDeviceSharding(device)
-    shapes = jax.tree.map(lambda x: jax.ShapeDtypeStruct(x.shape, x.dtype, sharding=sharding),
-                          (state, batch))
+    shapes = shapes_on((state, batch), device)
     with as_on_a_gpu(device.platform != "gpu", args.lanes_from) as chosen:
         step = make_train_step(net, config.space, config.exec_model, config.ppo,
                                training.cost_params(config.cost))

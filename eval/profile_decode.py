@@ -75,6 +75,7 @@ from gsched.costmodel.schedule import (
 from gsched.generators import random_computation_graph
 from gsched.harness.benchmarks import parse_int_list
 from gsched.harness.launches import Launch, launches, target_device
+from gsched.infra.distributed import shapes_on
 from gsched.infra.progress import log
 
 PARAMS = CostParams(latency=0.1, bandwidth=16384.0)
@@ -213,10 +214,7 @@ def _width_index(graph, keys, base: int, num_devices: int) -> int:
 
 def compiled_launches(fn, args, device) -> list[Launch]:
     """``fn(*args)``'s launches compiled for ``device`` (a shape, not a call: nothing runs)."""
-    sharding = jax.sharding.SingleDeviceSharding(device)
-    shapes = jax.tree.map(lambda x: jax.ShapeDtypeStruct(x.shape, x.dtype, sharding=sharding),
-                          args)
-    return launches(jax.jit(fn).trace(*shapes).lower().compile().as_text())
+    return launches(jax.jit(fn).trace(*shapes_on(args, device)).lower().compile().as_text())
 
 
 def launch_summary(found: Sequence[Launch], taken: int, population: int) -> str:

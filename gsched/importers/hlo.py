@@ -53,6 +53,7 @@ from gsched.core.graph import Graph, make_graph
 from gsched.importers import flops as F
 from gsched.importers.jaxpr import FallbackWarning, ImporterError
 from gsched.importers.presets import preset
+from gsched.infra.distributed import shapes_on
 
 ITEMSIZE = {
     "pred": 1, "s2": 0.25, "u2": 0.25, "s4": 0.5, "u4": 0.5, "s8": 1, "u8": 1, "s16": 2,
@@ -631,7 +632,6 @@ def compile_for(fn, args: tuple, kwargs: dict, backend=BACKEND):
     their arrays are lowered as shapes placed on that device. A failure is an
     :class:`ImporterError` naming the function and the problem."""
     import jax
-    from jax.sharding import SingleDeviceSharding
 
     label = getattr(fn, "__qualname__", None) or getattr(fn, "__name__", None) or repr(fn)
     if not callable(fn):
@@ -642,18 +642,10 @@ def compile_for(fn, args: tuple, kwargs: dict, backend=BACKEND):
     except RuntimeError as err:
         raise ImporterError(f"cannot compile {label} for backend {backend!r}: "
                             f"{_first_line(err)}") from None
-    placed = SingleDeviceSharding(device)
-
-    def on_device(x):
-        if isinstance(x, (jax.Array, np.ndarray, np.generic, jax.ShapeDtypeStruct)):
-            return jax.ShapeDtypeStruct(x.shape, x.dtype, sharding=placed,
-                                        weak_type=bool(getattr(x, "weak_type", False)))
-        return x
-
     try:
         with jax.default_device(device):
-            return jax.jit(fn).lower(*jax.tree.map(on_device, args),
-                                     **jax.tree.map(on_device, kwargs)).compile()
+            return jax.jit(fn).lower(*shapes_on(args, device),
+                                     **shapes_on(kwargs, device)).compile()
     except Exception as err:
         raise ImporterError(f"cannot compile {label} with jax.jit: {type(err).__name__}: "
                             f"{_first_line(err)}") from err

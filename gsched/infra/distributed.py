@@ -2,7 +2,7 @@
 
 **Sharding.** :func:`data_mesh` is a 1-D mesh over the local devices (axis ``"data"``);
 :func:`shard_batch` splits the leading batch axis over it and :func:`replicate` copies the
-state to every device. Given a ``mesh``, :func:`run_training` does both, and the jitted
+state to every device; :func:`shapes_on` places a tree's shapes on one device, for lowering. Given a ``mesh``, :func:`run_training` does both, and the jitted
 ``train_step`` then runs data-parallel (XLA inserts the cross-device reductions) under
 ``jax.set_mesh(mesh)``, so that the cost model's batch evaluations inside it
 (:func:`gsched.costmodel.evaluate.evaluate_batch`) run one schedule loop per device on its own
@@ -21,7 +21,7 @@ from typing import Sequence, TypeVar
 import equinox as eqx
 import jax
 import numpy as np
-from jax.sharding import Mesh, NamedSharding, PartitionSpec
+from jax.sharding import Mesh, NamedSharding, PartitionSpec, SingleDeviceSharding
 
 T = TypeVar("T")
 DATA_AXIS = "data"
@@ -66,6 +66,22 @@ def shard_batch(tree: T, mesh: Mesh) -> T:
         return jax.device_put(x, sharding)
 
     return jax.tree.map(put, tree)
+
+
+def shapes_on(tree: T, device: jax.Device) -> T:
+    """``tree`` with each array leaf (a ``jax.Array``, NumPy array or scalar, or
+    ``jax.ShapeDtypeStruct``) replaced by its shape and dtype placed on ``device``, weak types
+    kept, and other leaves unchanged: what ``jax.jit(f).trace`` lowers for ``device`` without
+    moving any data there (a device compiled for without one included)."""
+    placed = SingleDeviceSharding(device)
+
+    def shape(x):
+        if isinstance(x, (jax.Array, np.ndarray, np.generic, jax.ShapeDtypeStruct)):
+            return jax.ShapeDtypeStruct(x.shape, x.dtype, sharding=placed,
+                                        weak_type=bool(getattr(x, "weak_type", False)))
+        return x
+
+    return jax.tree.map(shape, tree)
 
 
 def replicate(tree: T, mesh: Mesh) -> T:

@@ -16,9 +16,9 @@ from pathlib import Path
 
 import jax
 import jax.numpy as jnp
-from jax.sharding import SingleDeviceSharding
 
 from gsched.harness.launches import target_device
+from gsched.infra.distributed import shapes_on
 
 
 def conv(x, w):
@@ -48,9 +48,7 @@ def main() -> None:
     here = Path(__file__).resolve().parent
     target = target_device(str(here.parents[2] / "eval" / "gpu_targets" / "h100.pbtxt"))
     for file_name, (fn, args) in PROGRAMS.items():
-        shapes = [jax.ShapeDtypeStruct(a.shape, a.dtype, sharding=SingleDeviceSharding(target))
-                  for a in args]
-        text = jax.jit(fn).trace(*shapes).lower().compile().as_text()
+        text = jax.jit(fn).trace(*shapes_on(args, target)).lower().compile().as_text()
         (here / file_name).write_text(text)
         print(file_name, len(text.splitlines()), "lines")
 
