@@ -13,6 +13,7 @@ count, so loop programs are compared with XLA's body × trip count.
 
 from __future__ import annotations
 
+import functools
 import importlib.util
 import json
 import math
@@ -426,6 +427,59 @@ def test_cublas_products_count_their_dot_and_their_workspace_is_temporary_memory
     assert row["peak_memory"] > max(workspaces)
 
 
+def test_cudnn_attention_counts_its_matrix_products(gpu_programs):
+    text = (GPU_HLO / "attention_grad.txt").read_text()
+    g = import_hlo_text(text, device="h100", strict=True)
+    calls = {hlo_module.custom_call_target(i): j for j, i in library_calls(g, text).items()}
+    assert sorted(calls) == ["__cudnn$fmhaSoftmax", "__cudnn$fmhaSoftmaxBackward"]
+    args = gpu_programs.ATTENTION_ARGS
+
+    def dots(fn):  # XLA's attention at the jaxpr level: its dot_generals' flops
+        graph = import_jax(fn, *args)
+        return sum(f for t, f in zip(graph.op_types, graph.op_flops) if t == "dot_general")
+
+    forward = dots(functools.partial(gpu_programs.attention, implementation="xla"))
+    both = dots(jax.value_and_grad(functools.partial(gpu_programs.attention_loss,
+                                                     implementation="xla"), argnums=(0, 1, 2)))
+    batch, seq, heads, dim = args[0].shape
+    assert forward == 2 * (2 * batch * heads * seq * seq * dim)  # Q·Kᵀ and P·V
+    assert g.op_flops[calls["__cudnn$fmhaSoftmax"]] == forward
+    # the four gradient products, and flash attention's Q·Kᵀ again
+    assert g.op_flops[calls["__cudnn$fmhaSoftmaxBackward"]] == (both - forward) * 5 // 4
+    for j in calls.values():  # the empty workspace is no tensor; the statistics are
+        assert g.temporary_memory[j] == 0
+    assert np.sum(g.tensor_producer == calls["__cudnn$fmhaSoftmax"]) == 2
+    assert np.sum(g.tensor_producer == calls["__cudnn$fmhaSoftmaxBackward"]) == 3
+
+
+@pytest.fixture
+def cudnn_attention(monkeypatch):
+    """JAX's cuDNN attention, traceable on a machine without cuDNN (it asks for the version)."""
+    from jax._src.cudnn import fused_attention_stablehlo as cudnn
+    monkeypatch.setattr(cudnn, "check_cudnn_version", lambda: 91000)
+    return cudnn
+
+
+def test_cudnn_attention_at_the_jaxpr_level_counts_as_its_gpu_calls(gpu_programs,
+                                                                    cudnn_attention):
+    text = (GPU_HLO / "attention_grad.txt").read_text()
+    gpu = import_hlo_text(text, device="h100", strict=True)
+    program = jax.value_and_grad(gpu_programs.attention_loss, argnums=(0, 1, 2))
+    g = import_jax(program, *gpu_programs.ATTENTION_ARGS, strict=True)
+    assert sorted(f for t, f in zip(g.op_types, g.op_flops) if "attention" in t) == sorted(
+        gpu.op_flops[j] for j in library_calls(gpu, text))
+    # fewer queries than keys, in both layouts: the keys' axis is read by the layout
+    q, kv = jnp.ones((2, 16, 3, 8), jnp.bfloat16), jnp.ones((2, 48, 3, 8), jnp.bfloat16)
+    reference = import_jax(functools.partial(jax.nn.dot_product_attention,
+                                             implementation="xla"), q, kv, kv)
+    expected = sum(f for t, f in zip(reference.op_types, reference.op_flops)
+                   if t == "dot_general")
+    for layout, axes in (("BTNH", (0, 1, 2, 3)), ("BNTH", (0, 2, 1, 3))):
+        fn = functools.partial(cudnn_attention.dot_product_attention, qkv_layout=layout)
+        g = import_jax(fn, *(x.transpose(axes) for x in (q, kv, kv)), strict=True)
+        assert g.op_flops.sum() == expected == 2 * 2 * (2 * 3 * 16 * 48 * 8)
+
+
 LIBRARY_CALL = textwrap.dedent("""\
     HloModule m, is_scheduled=true
 
@@ -452,6 +506,9 @@ def test_library_calls_bad_or_unknown_are_named():
     with pytest.raises(ImporterError, match=r"line 6: __cublas\$gemm call 'call' has no "
                                             "lhs_contracting_dimensions"):
         import_hlo_text(library_call(dims='"rhs_contracting_dimensions":["0"]'))
+    with pytest.raises(ImporterError, match=r"line 6: __cudnn\$fmhaSoftmax call 'call' has no "
+                                            r"readable cudnn_fmha_backend_config \(KeyError"):
+        import_hlo_text(library_call(target="__cudnn$fmhaSoftmax"))
     unknown = library_call(target="__cub$DeviceRadixSort")
     with pytest.warns(FallbackWarning, match=r"custom-call __cub\$DeviceRadixSort ×1"):
         g = import_hlo_text(unknown)

@@ -51,6 +51,16 @@ def dot_flops(out_shape: Sequence[int], lhs_shape: Sequence[int],
     return 2 * elements(out_shape) * math.prod(int(lhs_shape[d]) for d in lhs_contracting)
 
 
+def attention_flops(query_elements: int, output_elements: int, keys: int, backward: bool,
+                    flash: bool = True) -> int:
+    """cuDNN fused attention's matrix products, per query head over ``keys`` key positions: the
+    forward ``Q·Kᵀ`` (``2·keys`` per element of ``Q``) and ``P·V`` (per element of the output);
+    the backward ``dQ``, ``dK`` (per element of ``Q``), ``dP``, ``dV`` (per element of ``dO``)
+    and, in flash attention, ``Q·Kᵀ`` again. Softmax, masks, bias and dropout: not counted."""
+    per_query, per_output = (2 + flash, 2) if backward else (1, 1)
+    return 2 * keys * (per_query * query_elements + per_output * output_elements)
+
+
 def _valid_pairs(in_size: int, kernel: int, out_size: int, stride: int, pad_lo: int,
                  lhs_dilation: int, rhs_dilation: int) -> int:
     """(output, kernel) position pairs of one spatial dimension that read a real input."""

@@ -27,7 +27,8 @@ Input: the text of ``jax.jit(f).lower(*a).compile().as_text()`` or an XLA dump
   their ``backend_config``'s dimension numbers, cuDNN convolutions the forward convolution
   they compute or differentiate (:data:`GEMM_TARGETS`, :data:`CONV_ROLES`); their workspace
   (the last, 1-D ``s8``/``u8`` result leaf) is the op's ``temporary_memory``, not a tensor.
-  Other custom calls take the generic fallback, named by target (docs/importers.md).
+  cuDNN fused attention counts its matrix products (:data:`ATTENTION_FORWARD`). Other custom
+  calls take the generic fallback, named by target (docs/importers.md).
 
 :func:`compile_for` compiles a JAX function for a chosen backend (default the CPU, so
 ``import_jax(..., level="hlo")`` gives the same graph on every machine).
@@ -43,6 +44,7 @@ ENTRY instructions both found is cross-checked.
 
 from __future__ import annotations
 
+import json
 import re
 import warnings
 from dataclasses import dataclass, field
@@ -365,6 +367,18 @@ CONV_ROLES = {
 }
 
 
+# ... and cuDNN's fused attention (what ``jax.nn.dot_product_attention(...,
+# implementation="cudnn")`` lowers to), counted as its matrix products
+# (:func:`gsched.importers.flops.attention_flops`, as the jaxpr level counts the same call),
+# the key positions read from the backend_config's score tensor ``intermediate_tensor_shape``.
+# Operands and results as JAX's lowering orders them: forward (Q, K, V, ...) → (O, ...);
+# backward (Q, K, V, softmax statistics, dO, ...) → (dQ, dK, dV, ...).
+ATTENTION_FORWARD = frozenset({"__cudnn$fmhaSoftmax", "__cudnn$fmhaScaleBiasSoftmax",
+                               "__cudnn$fmhaSoftmaxDropout",
+                               "__cudnn$fmhaScaleBiasSoftmaxDropout"})
+ATTENTION_BACKWARD = frozenset(t + "Backward" for t in ATTENTION_FORWARD)
+
+
 def custom_call_target(ins: Instr) -> str:
     """A ``custom-call``'s ``custom_call_target`` (``""`` for any other instruction)."""
     if ins.opcode != "custom-call":
@@ -463,6 +477,8 @@ class _Flops:
         if target in CONV_ROLES:
             roles = [out0 if k < 0 else self._operand_dims(ins, k) for k in CONV_ROLES[target]]
             return self._conv(ins, *roles)
+        if target in ATTENTION_FORWARD or target in ATTENTION_BACKWARD:
+            return self._attention(ins, target, out0)
         kind = f"custom-call {target}" if target else op
         if self.strict:
             _fail(ins.line, f"unsupported {'' if target else 'opcode '}{kind!r} in instruction "
@@ -470,6 +486,25 @@ class _Flops:
                             "one flop per output element)")
         self.fallback[kind] = self.fallback.get(kind, 0) + 1
         return sum(F.elements(d) for _, d in outs[:len(outs) - scratch_leaves(ins)])
+
+    def _attention(self, ins: Instr, target: str, out: tuple[int, ...]) -> int:
+        """A cuDNN fused attention call's matrix products (:data:`ATTENTION_FORWARD`): the
+        key positions are the dimension of the score tensor that ``P·V`` (forward) or
+        ``dS·K`` (backward) contracts."""
+        backward = target in ATTENTION_BACKWARD
+        product = "bmm1_grad_gemm2" if backward else "bmm2"
+        try:
+            config = json.loads(ins.attrs.get("backend_config", ""))["cudnn_fmha_backend_config"]
+            scores = [int(d) for d in config["intermediate_tensor_shape"]["dimensions"]]
+            keys = F.elements([scores[int(d)] for d in config[f"{product}_dot_dimension_numbers"][
+                "lhs_contracting_dimensions"]])
+            flash = bool(config.get("is_flash_attention", False))
+        except (ValueError, KeyError, TypeError, IndexError) as err:
+            _fail(ins.line, f"{target} call {ins.name!r} has no readable cudnn_fmha_backend_config"
+                            f" ({type(err).__name__}: {err})")
+        output = self._operand_dims(ins, 4) if backward else out  # dO, or the result O
+        return F.attention_flops(F.elements(self._operand_dims(ins, 0)), F.elements(output),
+                                 keys, backward, flash)
 
     def _conv(self, ins: Instr, lhs: tuple[int, ...], rhs: tuple[int, ...],
               out: tuple[int, ...]) -> int:

@@ -159,6 +159,8 @@ class _Counter:
             return F.elements(_shape(eqn.invars[0])) * F.elements(dims)
         if name == "sort":
             return F.sort_flops(_shape(eqn.invars[0]), int(p["dimension"]))
+        if name in ATTENTION_PRIMITIVES:
+            return _attention(eqn)
         if self.strict:
             raise ImporterError(f"unsupported primitive {name!r} in equation "
                                 f"'{_describe(eqn)}' (strict=True; without it the generic "
@@ -180,6 +182,24 @@ def _conv(eqn) -> int:
         strides=p["window_strides"], padding_lo=[lo for lo, _ in p["padding"]],
         lhs_dilation=p.get("lhs_dilation") or (1,) * spatial,
         rhs_dilation=p.get("rhs_dilation") or (1,) * spatial)
+
+
+# cuDNN's fused attention (``jax.nn.dot_product_attention(..., implementation="cudnn")``):
+# inputs (Q, K, V, ...) → (O, ...) forward, (Q, K, V, ..., statistics, O, dO) → (dQ, dK, dV,
+# ...) backward, laid out [batch, sequence, heads, head dim] (``layout`` 0) or [batch, heads,
+# sequence, head dim] (1). Flash attention, as the HLO level's cuDNN call.
+ATTENTION_PRIMITIVES = ("dot_product_attention_fwd_wrapper",
+                        "dot_product_attention_bwd_wrapper")
+
+
+def _attention(eqn) -> int:
+    backward = eqn.primitive.name == ATTENTION_PRIMITIVES[1]
+    layout = eqn.params.get("layout", 0)
+    layout = getattr(layout, "value", layout)  # an int, or an AttentionLayout
+    keys = _shape(eqn.invars[1])[1 if layout == 0 else 2]
+    output = eqn.invars[-1] if backward else eqn.outvars[0]  # dO, or the result O
+    return F.attention_flops(F.elements(_shape(eqn.invars[0])), F.elements(_shape(output)),
+                             keys, backward)
 
 
 def _describe(eqn) -> str:

@@ -7,7 +7,9 @@ root::
       XLA_FLAGS="--xla_gpu_autotune_level=0 --xla_gpu_enable_triton_gemm=false" \\
       python tests/data/gpu_hlo/make_fixtures.py
 
-(Triton's matrix products off, so the products are cuBLAS calls.)
+(Triton's matrix products off, so the products are cuBLAS calls.) JAX asks the installed cuDNN
+for its version before it lowers cuDNN attention, and without a GPU there may be none: the
+script then states 9.10 (XLA builds the cuDNN graphs when the program runs, not here).
 """
 
 from __future__ import annotations
@@ -36,15 +38,33 @@ def products(a, b, c):
     return jnp.tanh(jnp.einsum("bij,bjk->bik", a, b)) @ c
 
 
+def attention(q, k, v, implementation="cudnn"):
+    """Causal multi-head attention, ``[batch, sequence, heads, head dim]``."""
+    return jax.nn.dot_product_attention(q, k, v, is_causal=True,
+                                        implementation=implementation)
+
+
+def attention_loss(q, k, v, implementation="cudnn"):
+    return jnp.sum(jnp.square(attention(q, k, v, implementation).astype(jnp.float32)))
+
+
 CONV_ARGS = (jnp.ones((4, 16, 16, 8)), jnp.ones((3, 3, 8, 16)))
 PRODUCT_ARGS = (jnp.ones((3, 64, 32)), jnp.ones((3, 32, 48)), jnp.ones((48, 16)))
+ATTENTION_ARGS = (jnp.ones((2, 64, 2, 32), jnp.bfloat16),) * 3  # B, S, H, D
 PROGRAMS = {  # file name: (function, example arguments)
     "conv_grad.txt": (jax.grad(conv_loss, argnums=(0, 1)), CONV_ARGS),
     "products.txt": (products, PRODUCT_ARGS),
+    "attention_grad.txt": (jax.value_and_grad(attention_loss, argnums=(0, 1, 2)),
+                           ATTENTION_ARGS),
 }
 
 
 def main() -> None:
+    from jax._src.cudnn import fused_attention_stablehlo as cudnn_attention
+    try:
+        cudnn_attention.check_cudnn_version()
+    except RuntimeError:  # no cuDNN installed here
+        cudnn_attention.check_cudnn_version = lambda: 91000
     here = Path(__file__).resolve().parent
     target = target_device(str(here.parents[2] / "eval" / "gpu_targets" / "h100.pbtxt"))
     for file_name, (fn, args) in PROGRAMS.items():
