@@ -6,10 +6,11 @@ Every method runs through :func:`gsched.methods.optimize`, one batch of ``batch_
 at a time; the rows (one per dataset, graph, objective, devices, method, seed and budget) are
 appended to ``DIR/results.jsonl`` after every batch (default ``DIR = runs/sweeps/<config
 stem>``). ``--resume`` skips the cells already there with the current cell hash; ``--shards``
-splits each batch over that many local devices (on a CPU one device per core unless
-``XLA_FLAGS`` sets a count). Under ``jax.distributed`` each process runs
-its share and writes ``results.p{i}.jsonl``. The library is :mod:`gsched.harness` (config,
-units, results, run); the config format, resume and multi-process use are in
+splits each batch (its graphs, else each graph's chromosomes) over that many local devices
+(default all; on a CPU one device per core unless ``XLA_FLAGS`` sets a count). Under
+``jax.distributed`` each process runs its share and writes ``results.p{i}.jsonl``. The library
+is :mod:`gsched.harness` (config, units, results, run); the config format, resume and
+multi-process use are in
 ``docs/harness.md``, example configs in ``eval/configs/``.
 """
 
@@ -33,8 +34,7 @@ def main(argv=None) -> int:
     parser.add_argument("--resume", action="store_true",
                         help="continue the sweep in --out, skipping finished cells")
     parser.add_argument("--shards", type=int,
-                        help="local devices each batch is split over (default: as many as "
-                             "divide batch_size)")
+                        help="local devices each batch is split over (default: all)")
     args = parser.parse_args(argv)
     try:
         config = load_config(args.config)

@@ -217,9 +217,10 @@ def _run_optimize(args: argparse.Namespace) -> dict:
     inputs = _load_inputs(args.graph)
     options = {name: getattr(args, name) for name in methods.options()
                if getattr(args, name) is not None}
-    # A search's batch split over the local devices (one per core under `python -m gsched`):
-    # one schedule loop per device, the same results (docs/harness.md, "Sharding")
-    mesh = mesh_for(len(inputs)) if methods.method(args.method).kind == "search" else None
+    # A search's graphs, or one graph's chromosomes, split over the local devices (one per
+    # core under `python -m gsched`): one schedule loop per device, the same results
+    # (docs/harness.md, "Sharding")
+    mesh = mesh_for() if methods.method(args.method).kind == "search" else None
     try:
         outcome = methods.optimize(
             args.method, [graph for _, graph in inputs], num_devices=args.devices,

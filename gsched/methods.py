@@ -221,15 +221,16 @@ def _row(graph: Graph, fields: dict, objective: str, evals_used: int, info=None)
 
 
 def _placement(mesh: jax.sharding.Mesh | None, batch: int):
-    """Where (key, graphs, cost params) go: the default device, or the graphs' leading axis
-    split over ``mesh``'s first axis (the rest replicated), so the jitted search runs SPMD."""
+    """Where (key, graphs, cost params) go: the default device, or ``mesh``'s devices, so the
+    jitted search runs SPMD: the graphs' leading axis split over the mesh's first axis when
+    ``batch`` divides evenly, else replicated (each evaluation then splits its chromosomes,
+    ``evaluate_batch``); the rest replicated."""
     if mesh is None:
         return None
     axis = mesh.axis_names[0]
-    if batch % mesh.shape[axis]:
-        raise ValueError(f"{batch} graphs are not divisible by the {mesh.shape[axis]} devices "
-                         f"of mesh axis {axis!r}")
     replicated = jax.sharding.NamedSharding(mesh, jax.sharding.PartitionSpec())
+    if batch % mesh.shape[axis]:
+        return (replicated, replicated, replicated)
     split = jax.sharding.NamedSharding(mesh, jax.sharding.PartitionSpec(axis))
     return (replicated, split, replicated)
 
@@ -305,10 +306,11 @@ def optimize(name: str, graphs: Sequence[Graph], *, num_devices: int, budget: in
     declare ``exec_model`` search under them (with fusion, over fusion keys too); heuristics
     are scored under them, with every fusion key 1 (XLA-style greedy fusion) when ``fusion``.
 
-    ``mesh``: a search method's batch is split over its first axis (the number of graphs must
-    be divisible by its size): the search is compiled under the mesh, so its cost-model
-    evaluations run one schedule loop per device (``evaluate_batch``); the results are those
-    of the unsharded run. Heuristics run on the host and ignore it."""
+    ``mesh``: a search method's work is split over its first axis: the search is compiled
+    under the mesh, and each cost-model evaluation runs one schedule loop per device on the
+    graphs when their number divides by the axis size, else on each graph's chromosomes when
+    the call's do (``evaluate_batch``; one graph, say); the results are those of the
+    unsharded run. Heuristics run on the host and ignore it."""
     spec = method(name)
     options = dict(options or {})
     fusion = check_fusion(fusion)

@@ -1,6 +1,7 @@
 """Sharding over several (forced) CPU host devices gives the same evaluations: a population
 (``evaluate_population_sharded``), and a batch of graphs (``evaluate_batch`` traced under a mesh,
-as ``optimize(..., mesh=)`` traces a search: one ``shard_map``ped schedule loop per device).
+as ``optimize(..., mesh=)`` traces a search: one ``shard_map``ped schedule loop per device),
+split by graphs or, when they do not divide evenly, by each graph's chromosomes.
 
 Runs in a subprocess: the host device count must be set before JAX starts.
 """
@@ -49,6 +50,24 @@ runs = [optimize("brkga", graphs, num_devices=2, budget=300, seed=3, mesh=m)
         for m in (None, mesh)]
 assert runs[0].results == runs[1].results
 print("BATCH_SHARDED_OK")
+
+# Graphs that do not divide over the devices (one, three): each call's chromosomes do
+for count in (1, 3):
+    few = batch_graphs(graphs[:count])
+    for population, split in ((6, True), (5, False)):
+        keys = np.random.default_rng(2).random(
+            (count, population, few.bucket.chromosome_length(2)), np.float32)
+        with jax.set_mesh(mesh):
+            jaxpr = str(fn.trace(few, keys).jaxpr)
+            assert ("shard_map" in jaxpr) == split, (count, population)
+            assert ("P(None, 'graphs')" in jaxpr) == split, jaxpr
+            sharded = fn(few, keys)
+        for x, y in zip(evaluate_batch(few, keys, num_devices=2), sharded):
+            np.testing.assert_array_equal(np.asarray(x), np.asarray(y))
+    runs = [optimize("brkga", graphs[:count], num_devices=2, budget=300, seed=3, mesh=m)
+            for m in (None, mesh)]
+    assert runs[0].results == runs[1].results
+print("POPULATION_SPLIT_OK")
 """
 
 
@@ -58,5 +77,6 @@ def test_sharded_population_matches_unsharded():
     root = Path(__file__).resolve().parents[1]
     out = subprocess.run([sys.executable, "-c", SCRIPT], cwd=root, env=env,
                          capture_output=True, text=True, timeout=300)
-    assert "SHARDED_OK" in out.stdout and "BATCH_SHARDED_OK" in out.stdout, out.stderr[-2000:]
+    assert all(f"{part}_OK" in out.stdout for part in ("SHARDED", "BATCH_SHARDED",
+                                                      "POPULATION_SPLIT")), out.stderr[-2000:]
 

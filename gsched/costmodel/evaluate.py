@@ -394,42 +394,48 @@ def evaluate_batch(graphs: PaddedGraph, keys: jnp.ndarray, params: CostParams = 
     ``pinned``, if given, is ``[B, N]``; ``scheduler`` and ``fusion`` as in :func:`evaluate`.
 
     Traced under a mesh (``jax.set_mesh``, as :func:`gsched.optimize` does with ``mesh``), the
-    graphs are split over the mesh's first axis with ``shard_map`` when ``B`` divides evenly:
-    each device runs its own schedule loop on its graphs, with no per-step communication (on a
-    CPU with one XLA device per core, one loop per core). The results are the same.
+    work is split over the mesh's first axis with ``shard_map``: the graphs when ``B`` divides
+    evenly, else each graph's chromosomes when ``P`` does (one graph, say): each device runs
+    its own schedule loop on its share, with no per-step communication (on a CPU with one XLA
+    device per core, one loop per core). The results are the same.
     """
     mesh = jax.sharding.get_abstract_mesh()
-    if not mesh.empty and graphs.op_mask.shape[0] % mesh.shape[mesh.axis_names[0]] == 0:
-        pinned = jnp.full(graphs.op_mask.shape, -1, jnp.int32) if pinned is None else pinned
-        return _shard_mapped(mesh, mesh.axis_names[0], True, num_devices, chunk, scheduler,
-                             fusion)(graphs, keys, params, pinned)
+    if not mesh.empty:
+        size = mesh.shape[mesh.axis_names[0]]
+        split = ("graphs" if graphs.op_mask.shape[0] % size == 0 else
+                 "population" if keys.shape[1] % size == 0 else None)
+        if split:
+            pinned = jnp.full(graphs.op_mask.shape, -1, jnp.int32) if pinned is None else pinned
+            return _shard_mapped(mesh, mesh.axis_names[0], split, (True, False), num_devices,
+                                 chunk, scheduler, fusion)(graphs, keys, params, pinned)
     return _evaluate(graphs, pinned, params, keys, num_devices, chunk, (True, False),
                      scheduler, fusion)
 
 
-def _shard_mapped(mesh, axis: str, graphs_split: bool, num_devices: int, chunk: int,
-                  scheduler: str, fusion: bool, decoder: str = "auto"):
+def _shard_mapped(mesh, axis: str, split: str, batched: tuple[bool, ...], num_devices: int,
+                  chunk: int, scheduler: str, fusion: bool, decoder: str = "auto"):
     """``(graph, keys, params, pinned) -> Evaluation`` as a ``shard_map`` over ``mesh``'s
-    ``axis``: the keys' leading axis is split, and with ``graphs_split`` the graphs' (and
-    pinned ops') too (a batch of graphs), else the one graph is replicated (a population).
-    Each device runs its own schedule loop on its share."""
+    ``axis`` (``batched`` as in :func:`_evaluate`): ``split`` ``"graphs"`` splits the leading
+    axis of the graphs, their pinned ops and the keys (a batch of graphs); ``"population"``
+    the keys' last batch axis, the chromosomes, with the graphs replicated. Each device runs
+    its own schedule loop on its share."""
     spec = jax.sharding.PartitionSpec
-    graph_spec = spec(axis) if graphs_split else spec()
-    batched = (True, False) if graphs_split else (False,)
+    graph_spec = spec(axis) if split == "graphs" else spec()
+    keys_spec = spec(axis) if split == "graphs" else spec(*(None,) * (len(batched) - 1), axis)
 
     def local(graph, keys, params, pinned):
         return _evaluate(graph, pinned, params, keys, num_devices, chunk, batched, scheduler,
                          fusion, decoder)
 
-    return jax.shard_map(local, mesh=mesh, in_specs=(graph_spec, spec(axis), spec(), graph_spec),
-                         out_specs=spec(axis), check_vma=False)
+    return jax.shard_map(local, mesh=mesh, in_specs=(graph_spec, keys_spec, spec(), graph_spec),
+                         out_specs=keys_spec, check_vma=False)
 
 
 @functools.cache
 def _sharded_population_fn(mesh: jax.sharding.Mesh, axis: str, num_devices: int, chunk: int,
                            scheduler: str, fusion: bool, decoder: str = "auto"):
-    return jax.jit(_shard_mapped(mesh, axis, False, num_devices, chunk, scheduler, fusion,
-                                 decoder))
+    return jax.jit(_shard_mapped(mesh, axis, "population", (False,), num_devices, chunk,
+                                 scheduler, fusion, decoder))
 
 
 def evaluate_population_sharded(graph: PaddedGraph, keys: jnp.ndarray,

@@ -10,8 +10,9 @@ the config no longer produces move to ``stale.jsonl``. Without ``resume`` a fold
 results is an error.
 
 **Sharding.** A search method's batch is split over a ``("graphs",)`` mesh of ``K`` local
-devices (:func:`mesh_for`; ``optimize(..., mesh=)`` shards the leading graph axis: one schedule
-loop per device, the rest SPMD, the unsharded values). Heuristics run on the host.
+devices (:func:`mesh_for`; ``optimize(..., mesh=)`` shards the leading graph axis, or each
+evaluation's chromosomes when the graphs do not divide evenly: one schedule loop per device,
+the rest SPMD, the unsharded values). Heuristics run on the host.
 
 **Several processes** (``jax.distributed``): process ``i`` of ``n`` runs every ``n``-th unit
 on its own local devices and writes ``results.p{i}.jsonl``; every process checks the folder
@@ -52,15 +53,15 @@ from gsched.methods import Outcome, optimize, release_compiled
 DROPPED = ("placement", "order")  # per-graph solutions are not kept in the table
 
 
-def mesh_for(batch_size: int, shards: int | None = None) -> jax.sharding.Mesh | None:
-    """A ``("graphs",)`` mesh of ``shards`` local devices (default: the largest divisor of
-    ``batch_size`` not above the local device count); None for one device."""
+def mesh_for(shards: int | None = None) -> jax.sharding.Mesh | None:
+    """A ``("graphs",)`` mesh of ``shards`` local devices (default: all of them); None for one
+    device. A search splits a batch's graphs over it when their number divides evenly, else
+    each evaluation's chromosomes (:func:`gsched.methods.optimize`)."""
     local = jax.local_devices()
-    if shards is None:
-        shards = max(k for k in range(1, len(local) + 1) if batch_size % k == 0)
-    if not 1 <= shards <= len(local) or batch_size % shards:
-        raise ValueError(f"--shards {shards}: must divide batch_size {batch_size} and be at "
-                         f"most the {len(local)} local device(s)")
+    shards = len(local) if shards is None else shards
+    if not 1 <= shards <= len(local):
+        raise ValueError(f"--shards {shards}: must be between 1 and the {len(local)} local "
+                         "device(s)")
     return None if shards == 1 else jax.sharding.Mesh(np.array(local[:shards]), ("graphs",))
 
 
@@ -113,7 +114,7 @@ def run_sweep(config: Config, out: str | os.PathLike, *, resume: bool = False,
     done = {(identity(r), r["cell_hash"]) for r in read_rows(out, log) if valid(r)}
     for note in config.skipped:
         log(note)
-    mesh = mesh_for(config.batch_size, shards)
+    mesh = mesh_for(shards)
     mine = [(u, h) for i, (u, h) in enumerate(zip(all_units, hashes)) if i % count == index]
     todo = [(u, h) for u, h in mine if not all((u.identity(g), h) in done for g in u.graphs)]
     cells = sum(len(u.graphs) for u, _ in mine)
