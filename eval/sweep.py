@@ -10,8 +10,8 @@ splits each batch (its graphs, else each graph's chromosomes) over that many loc
 (default all; on a CPU one device per core unless ``XLA_FLAGS`` sets a count). Under
 ``jax.distributed`` each process runs its share and writes ``results.p{i}.jsonl``. The library
 is :mod:`gsched.harness` (config, units, results, run); the config format, resume and
-multi-process use are in
-``docs/harness.md``, example configs in ``eval/configs/``.
+multi-process use are in ``docs/harness.md``, example
+configs in ``eval/configs/``.
 """
 
 from __future__ import annotations

@@ -40,7 +40,8 @@ def measure(num_ops: int, batch: int, budget: int, num_devices: int, repeats: in
             mesh: jax.sharding.Mesh | None) -> dict:
     """``gsched.optimize("brkga", ...)`` on ``batch`` graphs: compile time as it reports it,
     then the median wall time of ``repeats`` runs (new seeds, same executable). With ``mesh``
-    the batch is split over its devices (one per CPU core, see ``main``)."""
+    the batch is split over its devices (one per CPU core, see ``main``): its graphs, or each
+    generation's chromosomes when the graphs do not divide evenly."""
     graphs = [random_computation_graph(num_ops, seed) for seed in range(batch)]
     bucket = bucket_for(graphs)
     runs = [optimize("brkga", graphs, num_devices=num_devices, budget=budget, seed=seed,
@@ -80,7 +81,9 @@ def parse_args(argv: Sequence[str]) -> argparse.Namespace:
     p.add_argument("--repeats", type=int, default=2, help="timed calls after the first")
     p.add_argument("--shard", action="store_true",
                    help="split the batch over all local devices (one per CPU core): each runs "
-                        "its own schedule loop on its graphs; see docs/benchmarks.md")
+                        "its own schedule loop on its graphs, or on its share of each "
+                        "generation's chromosomes when the graphs do not divide evenly; see "
+                        "docs/benchmarks.md")
     p.add_argument("--quick", action="store_true", help="tiny smoke run (sizes 30, B 2, 300)")
     p.add_argument("--output", type=Path, default=DEFAULT_OUTPUT)
     args = p.parse_args(argv)
@@ -97,8 +100,7 @@ def main(argv: Sequence[str] | None = None) -> list[dict]:
     one_device_per_core()  # so that --shard can split the batch over them
     backend, kind = jax.default_backend(), jax.devices()[0].device_kind
     devices = jax.local_devices()
-    mesh = (jax.sharding.Mesh(devices, ("graphs",))
-            if args.shard and len(devices) > 1 and args.batch % len(devices) == 0 else None)
+    mesh = jax.sharding.Mesh(devices, ("graphs",)) if args.shard and len(devices) > 1 else None
     title = f"BRKGA {args.budget:,}-evaluation wall time — {backend.upper()} ({kind})" + (
         "" if mesh is None else ", batch split over the local devices") + (
         ", quick smoke run" if args.quick else "")
