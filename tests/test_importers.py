@@ -252,6 +252,31 @@ def test_unknown_primitive_warns_or_fails_in_strict_mode():
         import_jax(f, jnp.ones((4, 4)), strict=True)
 
 
+def test_a_pallas_kernel_counts_its_body_per_program_or_its_cost_estimate():
+    from jax.experimental import pallas as pl
+
+    def kernel(x_ref, y_ref, o_ref):  # one block of rows of tanh(x @ y), and its row index
+        o_ref[...] = jnp.tanh(x_ref[...] @ y_ref[...]) + pl.program_id(0)
+
+    def rows(x, y, estimate=None):
+        return pl.pallas_call(
+            kernel, out_shape=jax.ShapeDtypeStruct((64, 48), jnp.float32), grid=(4,),
+            in_specs=[pl.BlockSpec((16, 32), lambda i: (i, 0)),
+                      pl.BlockSpec((32, 48), lambda i: (0, 0))],
+            out_specs=pl.BlockSpec((16, 48), lambda i: (i, 0)), interpret=True,
+            cost_estimate=estimate)(x, y)
+
+    x, y = jnp.ones((64, 32)), jnp.ones((32, 48))
+    g = import_jax(rows, x, y, strict=True)  # no fallback inside the kernel either
+    plain = import_jax(lambda a, b: jnp.tanh(a @ b) + 1.0, x, y)
+    # the same flops, and one conversion of the program id per program
+    assert g.op_types[-1] == "pallas_call" and g.op_flops.sum() == plain.op_flops.sum() + 4
+    np.testing.assert_array_equal(rows(x, y), jnp.tanh(x @ y) + jnp.arange(4).repeat(16)[:, None])
+    stated = pl.CostEstimate(flops=1234, transcendentals=0, bytes_accessed=0)
+    g = import_jax(functools.partial(rows, estimate=stated), x, y, strict=True)
+    assert g.op_flops.sum() == 1234
+
+
 def test_untraceable_functions_give_a_clear_error():
     def branchy(x):
         return x if x.sum() > 0 else -x

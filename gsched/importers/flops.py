@@ -132,6 +132,7 @@ DATA_MOVEMENT = frozenset({
     "empty", "empty2", "stack", "unstack", "tile", "after_all", "create_token", "axis_index",
     "layout_constraint", "zeros_like", "pbroadcast", "freeze", "platform_index", "ppermute",
     "all_gather", "all_to_all",
+    "get", "swap", "program_id", "num_programs", "multiple_of",  # in Pallas kernels
 })
 REDUCTIONS = frozenset({
     "reduce_sum", "reduce_max", "reduce_min", "reduce_prod", "reduce_and", "reduce_or",

@@ -14,7 +14,8 @@
   the body's). ``scan``, ``while`` and ``cond`` stay **one op** whose flops cover the body:
   ``scan``: ``length × body``; ``while``: one trip of ``cond + body`` (the trip count of a
   ``while`` is not static in a jaxpr — a ``fori_loop`` with static bounds is already a
-  ``scan``); ``cond``: the most expensive branch.
+  ``scan``); ``cond``: the most expensive branch. A Pallas kernel (``pallas_call``) is one op:
+  its ``cost_estimate``'s flops if stated, else its body's once per program of its grid.
 * **tensors**: one per output variable of an equation (a dropped ``_`` output too), size =
   elements × itemsize (extended dtypes such as PRNG keys use their physical layout). Literal
   operands are folded (no tensor, no edge). An equation reading one value twice is one
@@ -34,6 +35,7 @@ element) and a :class:`FallbackWarning` naming it; with ``strict=True`` it is an
 
 from __future__ import annotations
 
+import math
 import warnings
 from collections.abc import Callable
 from typing import Any
@@ -79,8 +81,8 @@ def _body(params: dict, key: str):
 
 def _call_body(eqn):
     """(jaxpr, consts) of an inlined call, None for any other equation. Only the call
-    primitives of :data:`CALLS` are inlined: another primitive with a body (a Pallas kernel,
-    ``shard_map``) is one op with the generic fallback."""
+    primitives of :data:`CALLS` are inlined: another primitive with a body is one op (a Pallas
+    kernel counts its body per program; ``shard_map`` the generic fallback)."""
     key = CALLS.get(eqn.primitive.name)
     if key is None or key not in eqn.params:
         return None
@@ -161,12 +163,26 @@ class _Counter:
             return F.sort_flops(_shape(eqn.invars[0]), int(p["dimension"]))
         if name in ATTENTION_PRIMITIVES:
             return _attention(eqn)
+        if name == "pallas_call":
+            return self._pallas_call(eqn)
         if self.strict:
             raise ImporterError(f"unsupported primitive {name!r} in equation "
                                 f"'{_describe(eqn)}' (strict=True; without it the generic "
                                 "fallback counts one flop per output element)")
         self.fallback[name] = self.fallback.get(name, 0) + 1
         return sum(F.elements(s) for s in outs)
+
+
+    def _pallas_call(self, eqn) -> int:
+        """A Pallas kernel: the flops of its ``cost_estimate`` when the call states one, else
+        its body's (on blocks of refs) once per program of its grid (one program per index
+        of a grid dimension not known at trace time)."""
+        estimate = eqn.params.get("cost_estimate")
+        if estimate is not None:
+            return int(estimate.flops)
+        grid = getattr(eqn.params["grid_mapping"], "grid", ())
+        programs = math.prod(g if isinstance(g, int) else 1 for g in grid)
+        return programs * self.jaxpr(_body(eqn.params, "jaxpr")[0])
 
 
 def _conv(eqn) -> int:
