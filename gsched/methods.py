@@ -309,8 +309,8 @@ def optimize(name: str, graphs: Sequence[Graph], *, num_devices: int, budget: in
     ``mesh``: a search method's work is split over its first axis: the search is compiled
     under the mesh, and each cost-model evaluation runs one schedule loop per device on the
     graphs when their number divides by the axis size, else on each graph's chromosomes when
-    the call's do (``evaluate_batch``; one graph, say); the results are those of the
-    unsharded run. Heuristics run on the host and ignore it."""
+    the call's do and the bucket is large enough (``evaluate_batch``; one graph, say); the
+    results are those of the unsharded run. Heuristics run on the host and ignore it."""
     spec = method(name)
     options = dict(options or {})
     fusion = check_fusion(fusion)

@@ -51,9 +51,18 @@ runs = [optimize("brkga", graphs, num_devices=2, budget=300, seed=3, mesh=m)
 assert runs[0].results == runs[1].results
 print("BATCH_SHARDED_OK")
 
-# Graphs that do not divide over the devices (one, three): each call's chromosomes do
+# Graphs that do not divide over the devices (one, three): each call's chromosomes do, on
+# buckets of POPULATION_SPLIT_MIN_OPS ops or more
+from gsched.costmodel.evaluate import POPULATION_SPLIT_MIN_OPS
+assert batch.bucket.num_ops < POPULATION_SPLIT_MIN_OPS
+few = batch_graphs(graphs[:1])
+keys = np.random.default_rng(2).random((1, 6, few.bucket.chromosome_length(2)), np.float32)
+with jax.set_mesh(mesh):
+    assert "shard_map" not in str(fn.trace(few, keys).jaxpr)
+graphs = [random_computation_graph(n, n) for n in (200, 210, 220)]
 for count in (1, 3):
     few = batch_graphs(graphs[:count])
+    assert few.bucket.num_ops >= POPULATION_SPLIT_MIN_OPS
     for population, split in ((6, True), (5, False)):
         keys = np.random.default_rng(2).random(
             (count, population, few.bucket.chromosome_length(2)), np.float32)

@@ -384,6 +384,14 @@ def evaluate_population(graph: PaddedGraph, keys: jnp.ndarray,
                      fusion)
 
 
+# Splitting each call's chromosomes over a mesh costs a hand-off between the devices per call:
+# BRKGA 5K on one graph over the 2-core CPU's two cores (90 chromosomes per generation, 45 per
+# core) ran 0.47x on 30 ops, 0.64-0.74x on 60 (64-op bucket), 1.02-1.17x on 100 (128),
+# 1.14-1.41x on 200 (256), 1.13-1.30x on 500 (512) the unsplit search's speed, and compiling
+# took ~0-2 s longer: docs/benchmarks.md, session 39.
+POPULATION_SPLIT_MIN_OPS = 256
+
+
 @functools.partial(jax.jit, static_argnames=_STATIC)
 def evaluate_batch(graphs: PaddedGraph, keys: jnp.ndarray, params: CostParams = CostParams(),
                    *, num_devices: int, pinned: jnp.ndarray | None = None,
@@ -395,15 +403,17 @@ def evaluate_batch(graphs: PaddedGraph, keys: jnp.ndarray, params: CostParams = 
 
     Traced under a mesh (``jax.set_mesh``, as :func:`gsched.optimize` does with ``mesh``), the
     work is split over the mesh's first axis with ``shard_map``: the graphs when ``B`` divides
-    evenly, else each graph's chromosomes when ``P`` does (one graph, say): each device runs
-    its own schedule loop on its share, with no per-step communication (on a CPU with one XLA
-    device per core, one loop per core). The results are the same.
+    evenly, else each graph's chromosomes when ``P`` does and the bucket has at least
+    :data:`POPULATION_SPLIT_MIN_OPS` ops (one graph, say): each device runs its own schedule
+    loop on its share, with no per-step communication (on a CPU with one XLA device per core,
+    one loop per core). The results are the same.
     """
     mesh = jax.sharding.get_abstract_mesh()
     if not mesh.empty:
         size = mesh.shape[mesh.axis_names[0]]
         split = ("graphs" if graphs.op_mask.shape[0] % size == 0 else
-                 "population" if keys.shape[1] % size == 0 else None)
+                 "population" if keys.shape[1] % size == 0
+                 and graphs.bucket.num_ops >= POPULATION_SPLIT_MIN_OPS else None)
         if split:
             pinned = jnp.full(graphs.op_mask.shape, -1, jnp.int32) if pinned is None else pinned
             return _shard_mapped(mesh, mesh.axis_names[0], split, (True, False), num_devices,
