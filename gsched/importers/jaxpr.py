@@ -172,7 +172,6 @@ class _Counter:
         self.fallback[name] = self.fallback.get(name, 0) + 1
         return sum(F.elements(s) for s in outs)
 
-
     def _pallas_call(self, eqn) -> int:
         """A Pallas kernel: the flops of its ``cost_estimate`` when the call states one, else
         its body's (on blocks of refs) once per program of its grid (one program per index
