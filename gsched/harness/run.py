@@ -56,7 +56,7 @@ DROPPED = ("placement", "order")  # per-graph solutions are not kept in the tabl
 def mesh_for(shards: int | None = None) -> jax.sharding.Mesh | None:
     """A ``("graphs",)`` mesh of ``shards`` local devices (default: all of them); None for one
     device. A search splits a batch's graphs over it when their number divides evenly, else
-    each evaluation's chromosomes (:func:`gsched.methods.optimize`)."""
+    each evaluation's chromosomes on large enough buckets (:func:`gsched.methods.optimize`)."""
     local = jax.local_devices()
     shards = len(local) if shards is None else shards
     if not 1 <= shards <= len(local):

@@ -2,11 +2,12 @@
 
 **Sharding.** :func:`data_mesh` is a 1-D mesh over the local devices (axis ``"data"``);
 :func:`shard_batch` splits the leading batch axis over it and :func:`replicate` copies the
-state to every device; :func:`shapes_on` places a tree's shapes on one device, for lowering. Given a ``mesh``, :func:`run_training` does both, and the jitted
+state to every device. Given a ``mesh``, :func:`run_training` does both, and the jitted
 ``train_step`` then runs data-parallel (XLA inserts the cross-device reductions) under
 ``jax.set_mesh(mesh)``, so that the cost model's batch evaluations inside it
 (:func:`gsched.costmodel.evaluate.evaluate_batch`) run one schedule loop per device on its own
 graphs (``shard_map``) instead of a loop partitioned by XLA, which communicates every step.
+:func:`shapes_on` places a tree's shapes on one device, for lowering.
 
 **Host devices.** On a CPU, JAX has one device unless XLA is asked for more before it starts:
 :func:`one_device_per_core` asks for one per core, so that a batch can be split over the cores
