@@ -24,12 +24,23 @@ names) and the HLO importer (opcodes) count the same operation the same way:
   (pooling gradients): ``source_elements · window_elements`` (XLA counts its own lowering of
   these, which on CPU is several times more).
 * **cumulative ops** (``cumsum``, ``cummax``, ...): one flop per element.
-* **sort**: ``elements · ceil(log2(n))``, ``n`` the sorted dimension's size.
+* **sort**: ``elements · ceil(log2(n))``, ``n`` the sorted dimension's size; **top-k**
+  (``top_k``, ``approx_top_k``, the ``TopK`` calls): ``elements · max(1, ceil(log2 k))``.
+* **FFT** (``fft``, any of its four types): ``8 · operand_elements · Σ_d ceil(log2 n_d)`` over
+  the transform lengths ``n_d`` — XLA's constant (four fused multiply-adds per element and
+  radix-2 stage); XLA's own cost analysis multiplies the per-axis ``floor(log2 n_d)``
+  instead of adding them, which agrees for one power-of-two axis and overcounts transforms
+  over several axes.
+* **dense linear algebra** (:func:`linalg_flops`; jaxpr primitives, LAPACK / cuSOLVER
+  calls): the standard leading-order counts of LAPACK Working Note 41 and Golub & Van Loan,
+  per matrix of the batch, ×4 for complex types.
 * **data movement** (reshape, broadcast, transpose, slice, gather, concatenate, pad, copy,
   iota, constants, parameters, tuples, ...): 0.
-* **anything else** (an unknown primitive or opcode, custom calls, random-bit generators):
-  the generic fallback, one flop per output element; the importer reports which
-  primitives used it (a warning, or an error with ``strict=True``).
+* **anything else**: at the jaxpr level, what the HLO level counts of XLA's lowering of
+  that one equation for the CPU (random-bit generators, for instance); where that is not
+  possible, and at the HLO level for unknown opcodes and custom calls, the generic
+  fallback, one flop per output element; the importer reports which primitives used it (a
+  warning, or an error with ``strict=True``).
 """
 
 from __future__ import annotations
@@ -107,6 +118,104 @@ def sort_flops(shape: Sequence[int], dimension: int) -> int:
     return elements(shape) * max(1, math.ceil(math.log2(n))) if n > 1 else 0
 
 
+def top_k_flops(shape: Sequence[int], k: int) -> int:
+    """``elements · max(1, ceil(log2 k))``: a running top-``k`` per row."""
+    return elements(shape) * max(1, math.ceil(math.log2(max(1, int(k)))))
+
+
+def fft_flops(operand_shape: Sequence[int], lengths: Sequence[int]) -> int:
+    """``8 · operand_elements · Σ_d ceil(log2 n_d)`` (see the module docstring)."""
+    stages = sum(math.ceil(math.log2(n)) for n in map(int, lengths) if n > 1)
+    return 8 * elements(operand_shape) * stages
+
+
+def _householder(m: int, n: int, k: int) -> float:
+    """``4mnk − 2(m+n)k² + 4k³/3``: ``k`` Householder reflectors on an ``m × n`` matrix
+    (``geqrf`` with ``k = min(m, n)``, ``orgqr``)."""
+    return 4 * m * n * k - 2 * (m + n) * k * k + 4 * k ** 3 / 3
+
+
+def _svd(m: int, n: int, vectors: str) -> float:
+    """Golub–Reinsch SVD of an ``m × n`` matrix (Golub & Van Loan, table 8.6.1), ``vectors``
+    ``"none"``, ``"thin"`` (``U₁``, ``V``) or ``"full"`` (``U``, ``V``)."""
+    m, n = max(m, n), min(m, n)
+    if vectors == "none":
+        return 4 * m * n * n - 4 * n ** 3 / 3
+    if vectors == "thin":
+        return 14 * m * n * n + 8 * n ** 3
+    return 4 * m * m * n + 8 * m * n * n + 9 * n ** 3
+
+
+LINALG_KINDS = ("lu", "cholesky", "triangular_solve", "qr", "householder_product", "ormqr",
+                "eigh", "eig", "schur", "hessenberg", "tridiagonal", "tridiagonal_solve",
+                "svd", "symmetric_product")
+
+
+def linalg_flops(kind: str, shape: Sequence[int], *, other: Sequence[int] = (), k: int = 0,
+                 vectors: str | bool = True, complex_: bool = False) -> int:
+    """Flops of one dense linear-algebra routine over a batch of matrices ``shape`` ``[...,
+    m, n]`` (leading dimensions are the batch), ``× 4`` when ``complex_``:
+
+    * ``lu`` (``getrf``): ``2mnk − (m+n)k² + 2k³/3``, ``k = min(m, n)`` (``2n³/3`` square);
+    * ``cholesky`` (``potrf``): ``n³/3``;
+    * ``triangular_solve`` (``trsm``): ``order(A) · elements(B)``, ``other`` = ``B``'s
+      shape (``m²n`` solving from the left, ``mn²`` from the right);
+    * ``qr``: ``geqrf`` (reflectors, ``k = min(m, n)``) plus, when ``vectors`` is
+      ``"thin"`` or ``"full"``, ``orgqr`` forming ``Q`` (``m × k`` or ``m × m``);
+    * ``householder_product`` (``orgqr``): ``4mnk − 2(m+n)k² + 4k³/3`` for ``k``
+      reflectors;
+    * ``ormqr`` (apply ``k`` reflectors to ``C`` = ``other`` ``[..., m, n]``, from the
+      left): ``4mnk − 2nk²``;
+    * ``eigh``: ``9n³`` with eigenvectors, ``4n³/3`` without (symmetric QR algorithm);
+    * ``eig``: ``25n³`` with eigenvectors, ``10n³`` without; ``schur``: the same with and
+      without Schur vectors; ``hessenberg``: ``10n³/3``; ``tridiagonal``: ``4n³/3``;
+    * ``tridiagonal_solve`` (Thomas algorithm): ``(3 + 5·nrhs)·n``, ``other`` = the
+      right-hand sides ``[..., n, nrhs]``;
+    * ``svd``: Golub–Reinsch, ``vectors`` ``"none"``, ``"thin"`` or ``"full"`` (``_svd``);
+    * ``symmetric_product`` (``syrk``, ``A`` ``[..., n, k]``): ``n²k``.
+    """
+    dims = [int(d) for d in shape]
+    batch = elements(dims[:-2]) if len(dims) > 2 else 1
+    m, n = (dims[-2], dims[-1]) if len(dims) >= 2 else (1, dims[-1] if dims else 1)
+    r = min(m, n)
+    if kind == "lu":
+        per = 2 * m * n * r - (m + n) * r * r + 2 * r ** 3 / 3
+    elif kind == "cholesky":
+        per = n ** 3 / 3
+    elif kind == "triangular_solve":
+        return int(round(n * elements(other) * (4 if complex_ else 1)))
+    elif kind == "qr":
+        per = _householder(m, n, r)
+        if vectors in ("thin", "full"):  # and orgqr, counted apart as the libraries call it
+            q = (*dims[:-2], m, m if vectors == "full" else r)
+            return (linalg_flops(kind, shape, vectors=False, complex_=complex_)
+                    + linalg_flops("householder_product", q, k=r, complex_=complex_))
+    elif kind == "householder_product":
+        per = _householder(m, n, k)
+    elif kind == "ormqr":
+        c = [int(d) for d in other]
+        per = 4 * c[-2] * c[-1] * k - 2 * c[-1] * k * k
+    elif kind == "eigh":
+        per = 9 * n ** 3 if vectors else 4 * n ** 3 / 3
+    elif kind in ("eig", "schur"):
+        per = 25 * n ** 3 if vectors else 10 * n ** 3
+    elif kind == "hessenberg":
+        per = 10 * n ** 3 / 3
+    elif kind == "tridiagonal":
+        per = 4 * n ** 3 / 3
+    elif kind == "tridiagonal_solve":
+        rhs = [int(d) for d in other]
+        return int(round(elements(rhs[:-2]) * (3 + 5 * rhs[-1]) * rhs[-2]
+                         * (4 if complex_ else 1)))
+    elif kind == "svd":
+        per = _svd(m, n, vectors if isinstance(vectors, str) else "full")
+    elif kind == "symmetric_product":
+        per = m * m * n
+    else:
+        raise ValueError(f"unknown linear-algebra kind {kind!r} (one of {LINALG_KINDS})")
+    return int(round(batch * max(0.0, per) * (4 if complex_ else 1)))
+
+
 # --- jaxpr primitive families --------------------------------------------------------------
 
 TRANSCENDENTAL = frozenset({
@@ -121,8 +230,18 @@ ELEMENTWISE = TRANSCENDENTAL | frozenset({
     "select_n", "clamp", "nextafter", "square", "reciprocal", "convert_element_type",
     "reduce_precision", "shift_left", "shift_right_logical", "shift_right_arithmetic",
     "population_count", "clz", "real", "imag", "conj", "complex", "copysign",
-    "logaddexp", "mulhi", "eq_to", "le_to", "lt_to", "psum", "pmax", "pmin",
+    "logaddexp", "mulhi", "eq_to", "le_to", "lt_to",
 })
+# Collectives inside ``shard_map`` (per shard): a reduction across shards combines each
+# element of each operand once (``COLLECTIVE_REDUCE``: one flop per output element of every
+# operand; ``COLLECTIVE_SCATTER``: per input element, the output being a slice); the others
+# move data.
+COLLECTIVE_REDUCE = frozenset({
+    "psum", "pmax", "pmin", "psum_invariant", "unreduced_psum", "psum_start",
+    "psum_invariant_start", "unreduced_psum_start",
+})
+COLLECTIVE_SCATTER = frozenset({"reduce_scatter", "reduce_scatter_start",
+                                "unreduced_reduce_scatter", "unreduced_reduce_scatter_start"})
 DATA_MOVEMENT = frozenset({
     "broadcast_in_dim", "reshape", "transpose", "squeeze", "expand_dims", "slice",
     "dynamic_slice", "dynamic_update_slice", "gather", "concatenate", "pad", "rev", "iota",
@@ -131,7 +250,11 @@ DATA_MOVEMENT = frozenset({
     "scatter", "full", "mesh_cast", "reshard", "pvary", "name", "tie_in",
     "empty", "empty2", "stack", "unstack", "tile", "after_all", "create_token", "axis_index",
     "layout_constraint", "zeros_like", "pbroadcast", "freeze", "platform_index", "ppermute",
-    "all_gather", "all_to_all",
+    "all_gather", "all_to_all", "ragged_all_to_all", "all_gather_invariant",
+    "all_gather_reduced", "psend", "precv", "preduced", "vary_unreduced_cast_p",
+    "all_gather_start", "all_gather_reduced_start", "all_to_all_start", "pbroadcast_start",
+    "ppermute_start", "all_gather_done", "psum_done", "reduce_scatter_done", "all_to_all_done",
+    "pbroadcast_done", "ppermute_done", "lu_pivots_to_permutation",
     "get", "swap", "program_id", "num_programs", "multiple_of",  # in Pallas kernels
 })
 REDUCTIONS = frozenset({

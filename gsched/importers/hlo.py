@@ -27,8 +27,10 @@ Input: the text of ``jax.jit(f).lower(*a).compile().as_text()`` or an XLA dump
   their ``backend_config``'s dimension numbers, cuDNN convolutions the forward convolution
   they compute or differentiate (:data:`GEMM_TARGETS`, :data:`CONV_ROLES`); their workspace
   (the last, 1-D ``s8``/``u8`` result leaf) is the op's ``temporary_memory``, not a tensor.
-  cuDNN fused attention counts its matrix products (:data:`ATTENTION_FORWARD`). Other custom
-  calls take the generic fallback, named by target (docs/importers.md).
+  cuDNN fused attention counts its matrix products (:data:`ATTENTION_FORWARD`).
+* **dense linear algebra and top-k** (``custom-call``s on any platform): LAPACK on the CPU,
+  cuSOLVER / cuBLAS on a GPU (:data:`SOLVER_CALL`), ``TopK``; the ``fft`` opcode. Other
+  custom calls take the generic fallback, named by target (docs/importers.md).
 
 :func:`compile_for` compiles a JAX function for a chosen backend (default the CPU, so
 ``import_jax(..., level="hlo")`` gives the same graph on every machine).
@@ -379,6 +381,33 @@ ATTENTION_FORWARD = frozenset({"__cudnn$fmhaSoftmax", "__cudnn$fmhaScaleBiasSoft
 ATTENTION_BACKWARD = frozenset(t + "Backward" for t in ATTENTION_FORWARD)
 
 
+# Dense linear algebra: CPU LAPACK (``lapack_sgetrf_ffi``), GPU cuSOLVER / hipSOLVER
+# (``cusolver_syevd_ffi``), batched cuBLAS / hipBLAS (``cublas_geqrf_batched_ffi``) and cuBLAS's
+# triangular solve, counted by :func:`gsched.importers.flops.linalg_flops`. LAPACK-style FFI
+# calls state what they compute in one-letter codes (``mode = 86 : ui8``, ``'V'``).
+SOLVER_ROUTINES = {
+    "getrf": "lu", "potrf": "cholesky", "trsm": "triangular_solve",
+    "triangularSolve": "triangular_solve", "geqrf": "qr", "geqp3": "qr",
+    "orgqr": "householder_product", "ungqr": "householder_product", "syevd": "eigh",
+    "heevd": "eigh", "syevj": "eigh", "heevj": "eigh", "syev": "eigh", "heev": "eigh",
+    "gesdd": "svd", "gesvd": "svd", "gesvdj": "svd", "gesvdp": "svd", "geev": "eig",
+    "gees": "schur", "gehrd": "hessenberg", "sytrd": "tridiagonal", "hetrd": "tridiagonal",
+    "gtsv": "tridiagonal_solve",
+}
+SOLVER_CALL = re.compile(r"(?:(?:lapack|cusolver|hipsolver|cublas|hipblas)_[sdcz]?|__cublas\$)("
+                         + "|".join(sorted(SOLVER_ROUTINES, key=len, reverse=True))
+                         + r")(?:_batched)?(?:_ffi)?")
+TOP_K_TARGETS = frozenset({"TopK", "__gpu$TopK"})
+NO_FLOP_TARGETS = frozenset({"cu_lu_pivots_to_permutation", "hip_lu_pivots_to_permutation"})
+
+
+def _flag(config: str, key: str) -> str:
+    """A one-letter code of an FFI call's ``backend_config`` (``mode = 86 : ui8`` → ``"V"``;
+    ``""`` when absent)."""
+    m = re.search(rf"\b{key}\s*=\s*(\d+)", config)
+    return chr(int(m.group(1))) if m else ""
+
+
 def custom_call_target(ins: Instr) -> str:
     """A ``custom-call``'s ``custom_call_target`` (``""`` for any other instruction)."""
     if ins.opcode != "custom-call":
@@ -466,7 +495,16 @@ class _Flops:
             return F.sort_flops(out0, dims[0] if dims else 0)
         if op in F.HLO_COLLECTIVE:
             return 0
+        if op == "fft":
+            return F.fft_flops(self._operand_dims(ins, 0), _ints(ins.attrs.get("fft_length", "")))
         target = custom_call_target(ins)
+        if target in TOP_K_TARGETS:
+            return F.top_k_flops(self._operand_dims(ins, 0), out0[-1] if out0 else 1)
+        solver = SOLVER_CALL.fullmatch(target)
+        if solver:
+            return self._solver(ins, solver.group(1))
+        if target in NO_FLOP_TARGETS:
+            return 0
         if target in GEMM_TARGETS:
             dims = _GEMM_CONTRACTING.search(ins.attrs.get("backend_config", ""))
             if not dims:
@@ -486,6 +524,34 @@ class _Flops:
                             "one flop per output element)")
         self.fallback[kind] = self.fallback.get(kind, 0) + 1
         return sum(F.elements(d) for _, d in outs[:len(outs) - scratch_leaves(ins)])
+
+    def _solver(self, ins: Instr, routine: str) -> int:
+        """A LAPACK / cuSOLVER / cuBLAS dense linear-algebra call (:data:`SOLVER_CALL`),
+        counted by :func:`gsched.importers.flops.linalg_flops` on its first operand; what it
+        computes (eigenvectors, ``U`` and ``V``) from its ``backend_config``."""
+        kind = SOLVER_ROUTINES[routine]
+        a = self._operand_dims(ins, 0)
+        dtype = leaves(self.shapes[ins.operands[0]])[0][0]
+        config = ins.attrs.get("backend_config", "")
+        other, k, vectors = (), 0, True
+        if kind == "triangular_solve":
+            other = leaves(ins.shape)[0][1]  # B, solved in place
+        elif kind == "tridiagonal_solve":
+            other = self._operand_dims(ins, 3)
+        elif kind == "qr":
+            vectors = False
+        elif kind == "householder_product":
+            k = self._operand_dims(ins, 1)[-1]
+        elif kind in ("eigh", "schur"):
+            vectors = _flag(config, "mode") != "N"
+        elif kind == "eig":
+            vectors = "V" in (_flag(config, "compute_left"), _flag(config, "compute_right"))
+        elif kind == "svd":
+            mode = _flag(config, "mode")
+            vectors = "none" if mode == "N" or "compute_uv = false" in config else \
+                "thin" if mode == "S" or "full_matrices = false" in config else "full"
+        return F.linalg_flops(kind, a, other=other, k=k, vectors=vectors,
+                              complex_=dtype in ("c64", "c128"))
 
     def _attention(self, ins: Instr, target: str, out: tuple[int, ...]) -> int:
         """A cuDNN fused attention call's matrix products (:data:`ATTENTION_FORWARD`): the
@@ -684,6 +750,37 @@ def compile_for(fn, args: tuple, kwargs: dict, backend=BACKEND):
     except Exception as err:
         raise ImporterError(f"cannot compile {label} with jax.jit: {type(err).__name__}: "
                             f"{_first_line(err)}") from err
+
+
+def count_flops(text: str) -> tuple[int, dict[str, int]]:
+    """An HLO module's flops as :func:`import_hlo_text` counts them, summed over its ENTRY
+    instructions, and the opcodes / custom calls that took the generic fallback (×count)."""
+    module = parse_module(text)
+    counter = _Flops(module, strict=False)
+    return sum(counter.instr(i) for i in module.computations[module.entry]), counter.fallback
+
+
+def lowered_flops(eqn) -> int | None:
+    """The flops of XLA's lowering of one jaxpr equation alone, compiled for the CPU and
+    counted as this module counts them; None when it cannot be compiled alone or its module
+    has opaque calls (the jaxpr level's count of a primitive it has no formula for)."""
+    import jax
+
+    literals = {i: v.val for i, v in enumerate(eqn.invars) if type(v).__name__ == "Literal"}
+    specs = tuple(jax.ShapeDtypeStruct(v.aval.shape, v.aval.dtype,
+                                       weak_type=bool(getattr(v.aval, "weak_type", False)))
+                  for i, v in enumerate(eqn.invars) if i not in literals)
+
+    def equation(*operands):
+        rest = iter(operands)
+        return eqn.primitive.bind(*(literals[i] if i in literals else next(rest)
+                                    for i in range(len(eqn.invars))), **eqn.params)
+
+    try:
+        flops, fallback = count_flops(compile_for(equation, specs, {}, "cpu").as_text())
+    except Exception:  # noqa: BLE001 - any failure means: no lowering to count
+        return None
+    return None if fallback else flops
 
 
 def _first_line(err: Exception) -> str:

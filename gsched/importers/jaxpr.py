@@ -15,7 +15,10 @@
   ``scan``: ``length × body``; ``while``: one trip of ``cond + body`` (the trip count of a
   ``while`` is not static in a jaxpr — a ``fori_loop`` with static bounds is already a
   ``scan``); ``cond``: the most expensive branch. A Pallas kernel (``pallas_call``) is one op:
-  its ``cost_estimate``'s flops if stated, else its body's once per program of its grid.
+  its ``cost_estimate``'s flops if stated, else its body's once per program of its grid. A
+  ``shard_map`` is one op: its body's flops (on one shard's values) times the number of
+  shards; ``custom_linear_solve`` (``jnp.linalg.solve``, ``cg``) one op counting its
+  ``solve``.
 * **tensors**: one per output variable of an equation (a dropped ``_`` output too), size =
   elements × itemsize (extended dtypes such as PRNG keys use their physical layout). Literal
   operands are folded (no tensor, no edge). An equation reading one value twice is one
@@ -28,9 +31,12 @@
   :mod:`gsched.importers.flops`; ``compute_cost = flops / peak_flops`` of the device preset
   (microseconds, :mod:`gsched.importers.presets`); no temporary memory.
 
-A primitive the formulas do not know gets the generic fallback (one flop per output
-element) and a :class:`FallbackWarning` naming it; with ``strict=True`` it is an
-:class:`ImporterError` naming the primitive and its equation.
+A primitive the formulas do not know (random-bit generators, for instance) counts what the
+HLO level counts of XLA's lowering of that one equation for the CPU, compiled once per
+primitive, operand types and parameters. Where that fails or hits opaque code (a custom
+call), it gets the generic fallback (one flop per output element) and a
+:class:`FallbackWarning` naming it; with ``strict=True`` it is an :class:`ImporterError`
+naming the primitive and its equation.
 """
 
 from __future__ import annotations
@@ -82,7 +88,7 @@ def _body(params: dict, key: str):
 def _call_body(eqn):
     """(jaxpr, consts) of an inlined call, None for any other equation. Only the call
     primitives of :data:`CALLS` are inlined: another primitive with a body is one op (a Pallas
-    kernel counts its body per program; ``shard_map`` the generic fallback)."""
+    kernel counts its body per program, ``shard_map`` once per shard)."""
     key = CALLS.get(eqn.primitive.name)
     if key is None or key not in eqn.params:
         return None
@@ -118,6 +124,7 @@ class _Counter:
     def __init__(self, strict: bool):
         self.strict = strict
         self.fallback: dict[str, int] = {}
+        self.lowered: dict[tuple, int | None] = {}
 
     def jaxpr(self, jaxpr) -> int:
         return sum(self.eqn(e) for e in jaxpr.eqns)
@@ -161,16 +168,46 @@ class _Counter:
             return F.elements(_shape(eqn.invars[0])) * F.elements(dims)
         if name == "sort":
             return F.sort_flops(_shape(eqn.invars[0]), int(p["dimension"]))
+        if name in F.COLLECTIVE_REDUCE:
+            return sum(F.elements(s) for s in outs)
+        if name in F.COLLECTIVE_SCATTER:
+            return F.elements(_shape(eqn.invars[0]))
+        if name in ("top_k", "approx_top_k"):
+            return F.top_k_flops(_shape(eqn.invars[0]), int(p["k"]))
+        if name == "fft":
+            return F.fft_flops(_shape(eqn.invars[0]), p["fft_lengths"])
+        if name in LINALG_PRIMITIVES:
+            return _linalg(eqn)
         if name in ATTENTION_PRIMITIVES:
             return _attention(eqn)
         if name == "pallas_call":
             return self._pallas_call(eqn)
+        if name == "shard_map":
+            return _shards(p) * self.jaxpr(_body(p, "jaxpr")[0])
+        if name == "custom_linear_solve":
+            return self.jaxpr(p["jaxprs"].solve.jaxpr)
+        lowered = self._lowered(eqn)
+        if lowered is not None:
+            return lowered
         if self.strict:
             raise ImporterError(f"unsupported primitive {name!r} in equation "
                                 f"'{_describe(eqn)}' (strict=True; without it the generic "
                                 "fallback counts one flop per output element)")
         self.fallback[name] = self.fallback.get(name, 0) + 1
         return sum(F.elements(s) for s in outs)
+
+    def _lowered(self, eqn) -> int | None:
+        """The flops of XLA's lowering of this one equation for the CPU, as the HLO level
+        counts them (:func:`gsched.importers.hlo.lowered_flops`), once per primitive, operand
+        types and parameters; None when it cannot be compiled alone (a collective outside
+        its ``shard_map``) or its lowering calls opaque code (a custom call)."""
+        key = (eqn.primitive.name, tuple(_operand_key(v) for v in eqn.invars),
+               repr(sorted(eqn.params.items(), key=lambda kv: kv[0])))
+        if key not in self.lowered:
+            from gsched.importers.hlo import lowered_flops
+
+            self.lowered[key] = lowered_flops(eqn)
+        return self.lowered[key]
 
     def _pallas_call(self, eqn) -> int:
         """A Pallas kernel: the flops of its ``cost_estimate`` when the call states one, else
@@ -215,6 +252,62 @@ def _attention(eqn) -> int:
     output = eqn.invars[-1] if backward else eqn.outvars[0]  # dO, or the result O
     return F.attention_flops(F.elements(_shape(eqn.invars[0])), F.elements(_shape(output)),
                              keys, backward)
+
+
+# Dense linear algebra (:func:`gsched.importers.flops.linalg_flops`); ``lu_pivots_to_permutation``
+# moves data.
+LINALG_PRIMITIVES = ("lu", "cholesky", "triangular_solve", "qr", "geqrf", "geqp3",
+                     "householder_product", "ormqr", "eigh", "eig", "schur", "hessenberg",
+                     "tridiagonal", "tridiagonal_solve", "svd", "symmetric_product")
+
+
+def _linalg(eqn) -> int:
+    name, p = eqn.primitive.name, eqn.params
+    a = _shape(eqn.invars[0])
+    complex_ = bool(np.issubdtype(eqn.invars[0].aval.dtype, np.complexfloating))
+    kind, other, k, vectors = name, (), 0, True
+    if name == "triangular_solve":
+        other = _shape(eqn.invars[1])
+    elif name == "tridiagonal_solve":
+        other = _shape(eqn.invars[3])
+    elif name in ("qr", "geqrf", "geqp3"):  # ``qr`` forms Q unless it is dropped
+        kind = "qr"
+        q_kept = name == "qr" and type(eqn.outvars[0]).__name__ != "DropVar"
+        vectors = ("full" if p.get("full_matrices") else "thin") if q_kept else False
+    elif name == "householder_product":
+        k = _shape(eqn.invars[1])[-1]
+    elif name == "ormqr":
+        k = _shape(eqn.invars[1])[-1]
+        other = _shape(eqn.invars[2])
+        if not p.get("left", True):  # C·Q: the reflectors act on C's columns
+            other = other[:-2] + other[:-3:-1]
+    elif name == "eig":
+        vectors = bool(p.get("compute_left_eigenvectors") or
+                       p.get("compute_right_eigenvectors"))
+    elif name == "schur":
+        vectors = bool(p.get("compute_schur_vectors", True))
+    elif name == "svd":
+        vectors = ("full" if p.get("full_matrices", True) else "thin") \
+            if p.get("compute_uv", True) else "none"
+    return F.linalg_flops(kind, a, other=other, k=k, vectors=vectors, complex_=complex_)
+
+
+def _shards(params: dict) -> int:
+    """How many shards a ``shard_map`` runs its body on: the product of the sizes of the mesh
+    axes it makes manual."""
+    mesh = params["mesh"]
+    sizes = dict(mesh.shape)
+    axes = params.get("newly_manual_axes", params.get("manual_axes"))
+    if axes is None:
+        axes = set(sizes) - set(params.get("auto", ()))
+    return math.prod(int(sizes[a]) for a in axes)
+
+
+def _operand_key(v):
+    """An equation operand as a hashable key: its abstract value, or a literal's value."""
+    if type(v).__name__ == "Literal":
+        return ("literal", repr(v.val), str(v.aval))
+    return str(v.aval)
 
 
 def _describe(eqn) -> str:

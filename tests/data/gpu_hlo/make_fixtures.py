@@ -48,14 +48,28 @@ def attention_loss(q, k, v, implementation="cudnn"):
     return jnp.sum(jnp.square(attention(q, k, v, implementation).astype(jnp.float32)))
 
 
+def linalg(a, s, b):
+    """Dense linear algebra and an FFT: cuSOLVER and cuBLAS calls, and XLA's ``fft``."""
+    q, r = jnp.linalg.qr(a)
+    u, sv, vt = jnp.linalg.svd(a, full_matrices=False)
+    w, vectors = jnp.linalg.eigh(s @ s.T)
+    x = jnp.linalg.solve(s, b)
+    chol = jnp.linalg.cholesky(s @ s.T + 5 * jnp.eye(s.shape[0]))
+    spectrum = jnp.fft.rfft2(s)
+    return (q.sum() + r.sum() + u.sum() + sv.sum() + vt.sum() + w.sum() + vectors.sum()
+            + x.sum() + chol.sum() + jnp.abs(spectrum).sum())
+
+
 CONV_ARGS = (jnp.ones((4, 16, 16, 8)), jnp.ones((3, 3, 8, 16)))
 PRODUCT_ARGS = (jnp.ones((3, 64, 32)), jnp.ones((3, 32, 48)), jnp.ones((48, 16)))
 ATTENTION_ARGS = (jnp.ones((2, 64, 2, 32), jnp.bfloat16),) * 3  # B, S, H, D
+LINALG_ARGS = (jnp.ones((3, 6, 4)), jnp.ones((5, 5)), jnp.ones((5, 2)))
 PROGRAMS = {  # file name: (function, example arguments)
     "conv_grad.txt": (jax.grad(conv_loss, argnums=(0, 1)), CONV_ARGS),
     "products.txt": (products, PRODUCT_ARGS),
     "attention_grad.txt": (jax.value_and_grad(attention_loss, argnums=(0, 1, 2)),
                            ATTENTION_ARGS),
+    "linalg.txt": (linalg, LINALG_ARGS),
 }
 
 
