@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import importlib.util
 import os
 
 # Before JAX starts its backend: XLA:CPU without LLVM's optimizations. Compiling is most of
@@ -39,3 +40,14 @@ def _release_compiled_executables_if_crowded():
     the same way before its module ended."""
     yield
     release_compiled(only_if_crowded=True)
+
+
+@pytest.fixture(scope="module")
+def gpu_programs():
+    """The programs behind the GPU fixtures (tests/data/gpu_hlo/make_fixtures.py)."""
+    from tests.graphs import GPU_HLO
+
+    spec = importlib.util.spec_from_file_location("make_fixtures", GPU_HLO / "make_fixtures.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module

@@ -14,6 +14,7 @@ from gsched.harness.benchmarks import mismatches
 SHARED = Path(__file__).resolve().parents[2] / "shared"  # ../shared beside the checkout
 SHARED_DIAMOND = SHARED / "examples" / "diamond.pbtxt"
 MOCCASIN = SHARED / "benchmarks" / "moccasin"  # graphs nobody on this project made
+GPU_HLO = Path(__file__).resolve().parent / "data" / "gpu_hlo"  # XLA GPU's modules for an H100
 
 
 def diamond() -> Graph:

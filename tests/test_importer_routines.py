@@ -10,9 +10,7 @@ primitive's parameters, the library call's ``backend_config``)."""
 from __future__ import annotations
 
 import functools
-import importlib.util
 import warnings
-from pathlib import Path
 
 import jax
 import jax.numpy as jnp
@@ -30,8 +28,8 @@ from gsched.importers import (
 from gsched.importers import flops as F
 from gsched.importers import hlo as hlo_module
 from gsched.importers.jaxpr import LINALG_PRIMITIVES
+from tests.graphs import GPU_HLO
 
-GPU_HLO = Path(__file__).resolve().parent / "data" / "gpu_hlo"
 SQUARE = jnp.eye(5) + jnp.ones((5, 5))  # well conditioned, symmetric
 TALL = jnp.ones((3, 6, 4))
 
@@ -117,14 +115,6 @@ def test_a_linear_solve_counts_its_solve_and_iterative_solvers_import_strictly()
     cg = import_jax(lambda m, v: jax.scipy.sparse.linalg.cg(lambda y: m @ y, v)[0], a, b,
                     strict=True)
     assert cg.op_flops[cg.op_types.index("custom_linear_solve")] >= 2 * n * n  # one matvec
-
-
-@pytest.fixture(scope="module")
-def gpu_programs():
-    spec = importlib.util.spec_from_file_location("make_fixtures", GPU_HLO / "make_fixtures.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
 
 
 def routine_flops(text: str) -> dict[str, float]:

@@ -14,12 +14,10 @@ count, so loop programs are compared with XLA's body × trip count.
 from __future__ import annotations
 
 import functools
-import importlib.util
 import json
 import math
 import re
 import textwrap
-from pathlib import Path
 
 import jax
 import jax.numpy as jnp
@@ -51,6 +49,7 @@ from gsched.importers import (
 from gsched.importers import hlo as hlo_module
 from tests import reference_exec as rx
 from tests import reference_spec as rs
+from tests.graphs import GPU_HLO
 
 # --------------------------------------------------------------------------- programs
 
@@ -392,17 +391,6 @@ def test_malformed_hlo_names_the_line(monkeypatch):
 
 
 # --------------------------------------------------------------------------- GPU modules, backends
-
-GPU_HLO = Path(__file__).resolve().parent / "data" / "gpu_hlo"  # XLA GPU's modules for an H100
-
-
-@pytest.fixture(scope="module")
-def gpu_programs():
-    """The programs behind the GPU fixtures (tests/data/gpu_hlo/make_fixtures.py)."""
-    spec = importlib.util.spec_from_file_location("make_fixtures", GPU_HLO / "make_fixtures.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
 
 
 def library_calls(graph, text: str) -> dict[int, hlo_module.Instr]:
