@@ -153,6 +153,33 @@ def test_gpu_solver_calls_count_as_their_cpu_lapack_twins(gpu_programs):
     assert by_type["qr"] == cpu["geqrf"] + cpu["orgqr"] and by_type["lu"] == cpu["getrf"]
 
 
+def test_xla_linear_algebra_of_a_tpu_module_before_optimization_counts_the_formulas():
+    def program(a, b):
+        chol = jnp.linalg.cholesky(a)
+        x = jax.scipy.linalg.solve_triangular(chol, b, lower=True)
+        w, v = jnp.linalg.eigh(a)
+        q, r = jnp.linalg.qr(a)
+        return x.sum() + w.sum() + v.sum() + q.sum() + r.sum() + jax.scipy.linalg.lu(a)[2].sum()
+
+    a, b = jnp.eye(8) + 1, jnp.ones((8, 3))
+    text = jax.jit(program).trace(a, b).lower(lowering_platforms=("tpu",)).as_text(
+        dialect="hlo")  # XLA's opcodes and calls, which its TPU compiler expands
+    assert import_hlo_text(text, strict=True).op_flops.sum() > 0
+    module = hlo_module.parse_module(text)
+    counter = hlo_module._Flops(module, strict=True)
+    counts = {}
+    for ins in (i for c in module.computations.values() for i in c):
+        kind = hlo_module.XLA_LINALG.get(hlo_module.custom_call_target(ins) or ins.opcode)
+        if kind:
+            counts.setdefault(kind, set()).add(counter.instr(ins))
+    lin = F.linalg_flops
+    assert counts == {"cholesky": {lin("cholesky", (8, 8))},
+                      "triangular_solve": {lin("triangular_solve", (8, 8), other=(8, 3))},
+                      "eigh": {lin("eigh", (8, 8))}, "qr": {lin("qr", (8, 8), vectors=False)},
+                      "householder_product": {lin("householder_product", (8, 8), k=8)},
+                      "lu": {lin("lu", (8, 8))}}
+
+
 # --------------------------------------------------------------------------- FFT, top-k
 
 

@@ -29,8 +29,10 @@ Input: the text of ``jax.jit(f).lower(*a).compile().as_text()`` or an XLA dump
   (the last, 1-D ``s8``/``u8`` result leaf) is the op's ``temporary_memory``, not a tensor.
   cuDNN fused attention counts its matrix products (:data:`ATTENTION_FORWARD`).
 * **dense linear algebra and top-k** (``custom-call``s on any platform): LAPACK on the CPU,
-  cuSOLVER / cuBLAS on a GPU (:data:`SOLVER_CALL`), ``TopK``; the ``fft`` opcode. Other
-  custom calls take the generic fallback, named by target (docs/importers.md).
+  cuSOLVER / cuBLAS on a GPU (:data:`SOLVER_CALL`), XLA's own (:data:`XLA_LINALG`: the
+  ``cholesky`` and ``triangular-solve`` opcodes and the calls a TPU module has before
+  optimization), ``TopK``; the ``fft`` opcode. Other custom calls take the generic fallback,
+  named by target (docs/importers.md).
 
 :func:`compile_for` compiles a JAX function for a chosen backend (default the CPU, so
 ``import_jax(..., level="hlo")`` gives the same graph on every machine).
@@ -397,6 +399,11 @@ SOLVER_ROUTINES = {
 SOLVER_CALL = re.compile(r"(?:(?:lapack|cusolver|hipsolver|cublas|hipblas)_[sdcz]?|__cublas\$)("
                          + "|".join(sorted(SOLVER_ROUTINES, key=len, reverse=True))
                          + r")(?:_batched)?(?:_ffi)?")
+# XLA's own linear algebra, which its TPU compiler expands (and JAX lowers to for a TPU): two
+# opcodes and four custom calls, in modules before optimization.
+XLA_LINALG = {"cholesky": "cholesky", "triangular-solve": "triangular_solve",
+              "Qr": "qr", "ProductOfElementaryHouseholderReflectors": "householder_product",
+              "LuDecomposition": "lu", "Eigh": "eigh"}
 TOP_K_TARGETS = frozenset({"TopK", "__gpu$TopK"})
 NO_FLOP_TARGETS = frozenset({"cu_lu_pivots_to_permutation", "hip_lu_pivots_to_permutation"})
 
@@ -501,8 +508,9 @@ class _Flops:
         if target in TOP_K_TARGETS:
             return F.top_k_flops(self._operand_dims(ins, 0), out0[-1] if out0 else 1)
         solver = SOLVER_CALL.fullmatch(target)
-        if solver:
-            return self._solver(ins, solver.group(1))
+        if solver or op in XLA_LINALG or target in XLA_LINALG:
+            return self._linalg(ins, SOLVER_ROUTINES[solver.group(1)] if solver else
+                                XLA_LINALG[target or op])
         if target in NO_FLOP_TARGETS:
             return 0
         if target in GEMM_TARGETS:
@@ -525,11 +533,11 @@ class _Flops:
         self.fallback[kind] = self.fallback.get(kind, 0) + 1
         return sum(F.elements(d) for _, d in outs[:len(outs) - scratch_leaves(ins)])
 
-    def _solver(self, ins: Instr, routine: str) -> int:
-        """A LAPACK / cuSOLVER / cuBLAS dense linear-algebra call (:data:`SOLVER_CALL`),
-        counted by :func:`gsched.importers.flops.linalg_flops` on its first operand; what it
-        computes (eigenvectors, ``U`` and ``V``) from its ``backend_config``."""
-        kind = SOLVER_ROUTINES[routine]
+    def _linalg(self, ins: Instr, kind: str) -> int:
+        """A dense linear-algebra instruction or call (:data:`SOLVER_CALL`,
+        :data:`XLA_LINALG`) of :func:`gsched.importers.flops.linalg_flops`'s ``kind``,
+        counted on its first operand; what it computes (eigenvectors, ``U`` and ``V``) from
+        its ``backend_config``."""
         a = self._operand_dims(ins, 0)
         dtype = leaves(self.shapes[ins.operands[0]])[0][0]
         config = ins.attrs.get("backend_config", "")
