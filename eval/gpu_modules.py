@@ -27,10 +27,18 @@ from gsched import workloads
 from gsched.harness.benchmarks import publish_section, section_header
 from gsched.harness.launches import target_device
 from gsched.importers import FallbackWarning, compiled_text, import_hlo_text, import_jax
-from gsched.importers.hlo import CONV_ROLES, GEMM_TARGETS, custom_call_target, parse_module
+from gsched.importers.hlo import (
+    ATTENTION_BACKWARD,
+    ATTENTION_FORWARD,
+    CONV_ROLES,
+    GEMM_TARGETS,
+    custom_call_target,
+    parse_module,
+)
 from gsched.infra.progress import log
 
 TITLE = "XLA GPU's modules of the workloads against the CPU's"
+ATTENTION_CALLS = ATTENTION_FORWARD | ATTENTION_BACKWARD
 
 
 def library_calls(text: str) -> collections.Counter:
@@ -43,7 +51,8 @@ def library_calls(text: str) -> collections.Counter:
         target = custom_call_target(ins)
         if target:
             kinds["cuBLAS" if target in GEMM_TARGETS else
-                  "cuDNN" if target in CONV_ROLES else "other"] += 1
+                  "cuDNN" if target in CONV_ROLES or target in ATTENTION_CALLS else
+                  "other"] += 1
         kinds["call"] += ins.opcode == "call"
     return kinds
 

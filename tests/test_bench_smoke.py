@@ -22,6 +22,7 @@ from gsched.costmodel.evaluate import evaluate_with_decoder
 from gsched.generators import random_computation_graph
 from gsched.harness.benchmarks import FILE_HEADER, mismatches, parse_int_list, write_section
 from gsched.harness.cost_model_bench import _auto_decoder_note
+from tests.graphs import GPU_HLO
 
 TITLE = "Smoke test section"
 OTHER = "## GPU results from another machine\n\n| keep | me |\n| --- | --- |\n| 1 | 2 |\n"
@@ -202,6 +203,11 @@ def test_gpu_modules_tables_a_program_compiled_for_a_target_against_the_cpu_modu
                     r"([\d.]+) / ([\d.]+) \| 0.0 \|$", text, re.M)
     assert row and row[1] == row[2] and row[3] == row[4], text
     assert f"## {TITLE}" in text and "--compile-for cpu" in text
+    # an H100's modules: cuBLAS products and cuDNN attention, each in its column
+    calls = {name: gpu_modules.library_calls((GPU_HLO / name).read_text())
+             for name in ("products.txt", "attention_grad.txt")}
+    assert (calls["products.txt"]["cuBLAS"], calls["attention_grad.txt"]["cuDNN"]) == (2, 2)
+    assert calls["products.txt"]["other"] == calls["attention_grad.txt"]["other"] == 0
 
 
 def test_tune_kernel_times_every_variant_and_checks_them_identical(tmp_path):
