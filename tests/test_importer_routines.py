@@ -250,6 +250,9 @@ def test_a_primitive_xla_cannot_count_still_takes_the_named_fallback():
     with warnings.catch_warnings():
         warnings.simplefilter("error", FallbackWarning)
         import_jax(jnp.linalg.cholesky, SQUARE)  # no longer a fallback
+    printed = import_jax(lambda a: (jax.debug.print("{}", a.sum()), a * 2)[1], SQUARE,
+                         strict=True)  # a debug print runs on the host: no device flops
+    assert printed.op_flops.sum() == 24 + 25 and "debug_print" in printed.op_types
 
 
 # --------------------------------------------------------------------------- shard_map

@@ -256,6 +256,7 @@ DATA_MOVEMENT = frozenset({
     "ppermute_start", "all_gather_done", "psum_done", "reduce_scatter_done", "all_to_all_done",
     "pbroadcast_done", "ppermute_done", "lu_pivots_to_permutation",
     "get", "swap", "program_id", "num_programs", "multiple_of",  # in Pallas kernels
+    "debug_callback", "debug_print",  # host side: no flops on the device
 })
 REDUCTIONS = frozenset({
     "reduce_sum", "reduce_max", "reduce_min", "reduce_prod", "reduce_and", "reduce_or",
