@@ -193,8 +193,26 @@ def test_scan_and_while_are_one_op_each():
     assert g.op_flops[scan] == 5 * body
     w = import_jax(while_loop, *WHILE_ARGS)
     assert w.op_types.count("while") == 1 and w.is_input.sum() == 2
-    # one trip of cond (lt) + body (add, dot): the trip count is not static
+    # one trip of cond (lt) + body (add, dot): the bound n is passed in, the trip count unknown
     assert w.op_flops.sum() == 1 + 1 + 2 * 8 * 8 * 8
+
+
+def test_a_while_loop_with_a_static_bound_counts_the_trips_xla_finds():
+    x = jnp.ones((8, 8))
+    static = functools.partial(while_loop, n=5)  # the bound is a literal of the program
+    w = import_jax(static, x, strict=True)
+    assert w.op_flops.sum() == 5 * (1 + 1 + 2 * 8 * 8 * 8)
+    assert import_jax(static, x, level="hlo").op_flops.sum() == w.op_flops.sum()
+
+    def nested(a):  # 4 outer trips (0, 2, 4, 6) of 3 inner ones
+        def outer(s):
+            inner = jax.lax.while_loop(lambda t: t[0] < 3, lambda t: (t[0] + 1, jnp.sin(t[1])),
+                                       (0, s[1]))
+            return s[0] + 2, inner[1]
+        return jax.lax.while_loop(lambda s: s[0] < 8, outer, (0, a))[1]
+    g = import_jax(nested, x, strict=True)
+    assert g.op_flops.sum() == 4 * (1 + 1 + 3 * (1 + 1 + 64)) == \
+        import_jax(nested, x, level="hlo").op_flops.sum()
 
 
 def test_cond_counts_its_most_expensive_branch():

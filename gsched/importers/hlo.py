@@ -768,10 +768,10 @@ def count_flops(text: str) -> tuple[int, dict[str, int]]:
     return sum(counter.instr(i) for i in module.computations[module.entry]), counter.fallback
 
 
-def lowered_flops(eqn) -> int | None:
-    """The flops of XLA's lowering of one jaxpr equation alone, compiled for the CPU and
-    counted as this module counts them; None when it cannot be compiled alone or its module
-    has opaque calls (the jaxpr level's count of a primitive it has no formula for)."""
+def compiled_alone(eqn) -> str | None:
+    """The text of XLA's CPU module of one jaxpr equation alone, its literal operands kept as
+    constants; None when it cannot be compiled alone (e.g. a collective outside its
+    ``shard_map``)."""
     import jax
 
     literals = {i: v.val for i, v in enumerate(eqn.invars) if type(v).__name__ == "Literal"}
@@ -785,10 +785,46 @@ def lowered_flops(eqn) -> int | None:
                                     for i in range(len(eqn.invars))), **eqn.params)
 
     try:
-        flops, fallback = count_flops(compile_for(equation, specs, {}, "cpu").as_text())
-    except Exception:  # noqa: BLE001 - any failure means: no lowering to count
+        return compile_for(equation, specs, {}, "cpu").as_text()
+    except Exception:  # noqa: BLE001 - any failure means: nothing to read
         return None
+
+
+def lowered_flops(eqn) -> int | None:
+    """The flops of XLA's lowering of one jaxpr equation alone (:func:`compiled_alone`),
+    counted as this module counts them; None when it cannot be compiled alone or its module
+    has opaque calls (the jaxpr level's count of a primitive it has no formula for)."""
+    text = compiled_alone(eqn)
+    if text is None:
+        return None
+    flops, fallback = count_flops(text)
     return None if fallback else flops
+
+
+def lowered_trip_count(eqn) -> int | None:
+    """The trip count XLA's loop analysis finds for a jaxpr ``while`` equation compiled alone
+    (:func:`compiled_alone`: a bound or initial counter that is a literal of the program is
+    known, one passed in is not); None when it finds none."""
+    text = compiled_alone(eqn)
+    if text is None:
+        return None
+    module = parse_module(text)
+    loops = _outer_loops(module, module.entry)
+    trip = _TRIP.search(loops[0].attrs.get("backend_config", "")) if len(loops) == 1 else None
+    return int(trip.group(1)) if trip else None
+
+
+def _outer_loops(module: Module, computation: str) -> list[Instr]:
+    """The ``while`` instructions of ``computation`` and of the computations it calls (XLA's
+    CPU compiler wraps code in ``call``s), not those inside another loop."""
+    loops = []
+    for ins in module.computations.get(computation, []):
+        if ins.opcode == "while":
+            loops.append(ins)
+        elif ins.opcode in ("call", "fusion", "async-start"):
+            for name in _names(ins.attrs.get("calls", "")) + _names(ins.attrs.get("to_apply", "")):
+                loops += _outer_loops(module, name)
+    return loops
 
 
 def _first_line(err: Exception) -> str:

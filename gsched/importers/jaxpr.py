@@ -12,9 +12,10 @@
   (``pjit``), ``closed_call``, ``core_call``, ``remat``/``checkpoint``, ``custom_jvp_call``
   and ``custom_vjp_call`` (their bodies' equations take their place; the call's outputs are
   the body's). ``scan``, ``while`` and ``cond`` stay **one op** whose flops cover the body:
-  ``scan``: ``length × body``; ``while``: one trip of ``cond + body`` (the trip count of a
-  ``while`` is not static in a jaxpr — a ``fori_loop`` with static bounds is already a
-  ``scan``); ``cond``: the most expensive branch. A Pallas kernel (``pallas_call``) is one op:
+  ``scan``: ``length × body``; ``while``: ``cond + body`` times the trip count XLA's loop
+  analysis finds for that loop compiled alone (a bound and an initial counter that are
+  literals of the program), one trip when it finds none (a bound passed in; a ``fori_loop``
+  with static bounds is already a ``scan``); ``cond``: the most expensive branch. A Pallas kernel (``pallas_call``) is one op:
   its ``cost_estimate``'s flops if stated, else its body's once per program of its grid. A
   ``shard_map`` is one op: its body's flops (on one shard's values) times the number of
   shards; ``custom_linear_solve`` (``jnp.linalg.solve``, ``cg``) one op counting its
@@ -140,7 +141,8 @@ class _Counter:
         if name == "scan":
             return int(p["length"]) * self.jaxpr(p["jaxpr"].jaxpr)
         if name == "while":
-            return self.jaxpr(p["cond_jaxpr"].jaxpr) + self.jaxpr(p["body_jaxpr"].jaxpr)
+            trips = self._cached(eqn, "lowered_trip_count") or 1
+            return trips * (self.jaxpr(p["cond_jaxpr"].jaxpr) + self.jaxpr(p["body_jaxpr"].jaxpr))
         if name == "cond":
             return max((self.jaxpr(b.jaxpr) for b in p["branches"]), default=0)
         if name == "dot_general":
@@ -186,7 +188,7 @@ class _Counter:
             return _shards(p) * self.jaxpr(_body(p, "jaxpr")[0])
         if name == "custom_linear_solve":
             return self.jaxpr(p["jaxprs"].solve.jaxpr)
-        lowered = self._lowered(eqn)
+        lowered = self._cached(eqn, "lowered_flops")
         if lowered is not None:
             return lowered
         if self.strict:
@@ -196,17 +198,17 @@ class _Counter:
         self.fallback[name] = self.fallback.get(name, 0) + 1
         return sum(F.elements(s) for s in outs)
 
-    def _lowered(self, eqn) -> int | None:
-        """The flops of XLA's lowering of this one equation for the CPU, as the HLO level
-        counts them (:func:`gsched.importers.hlo.lowered_flops`), once per primitive, operand
-        types and parameters; None when it cannot be compiled alone (a collective outside
-        its ``shard_map``) or its lowering calls opaque code (a custom call)."""
-        key = (eqn.primitive.name, tuple(_operand_key(v) for v in eqn.invars),
+    def _cached(self, eqn, reader: str) -> int | None:
+        """What :mod:`gsched.importers.hlo`'s ``reader`` reads of XLA's CPU module of this one
+        equation — ``lowered_flops`` (its flops, None when it cannot be compiled alone or
+        calls opaque code) or ``lowered_trip_count`` (a ``while``'s trip count, None when
+        XLA's loop analysis finds none) — once per primitive, operands and parameters."""
+        key = (reader, eqn.primitive.name, tuple(_operand_key(v) for v in eqn.invars),
                repr(sorted(eqn.params.items(), key=lambda kv: kv[0])))
         if key not in self.lowered:
-            from gsched.importers.hlo import lowered_flops
+            from gsched.importers import hlo
 
-            self.lowered[key] = lowered_flops(eqn)
+            self.lowered[key] = getattr(hlo, reader)(eqn)
         return self.lowered[key]
 
     def _pallas_call(self, eqn) -> int:
