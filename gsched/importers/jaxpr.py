@@ -15,11 +15,11 @@
   ``scan``: ``length × body``; ``while``: ``cond + body`` times the trip count XLA's loop
   analysis finds for that loop compiled alone (a bound and an initial counter that are
   literals of the program), one trip when it finds none (a bound passed in; a ``fori_loop``
-  with static bounds is already a ``scan``); ``cond``: the most expensive branch. A Pallas kernel (``pallas_call``) is one op:
-  its ``cost_estimate``'s flops if stated, else its body's once per program of its grid. A
-  ``shard_map`` is one op: its body's flops (on one shard's values) times the number of
-  shards; ``custom_linear_solve`` (``jnp.linalg.solve``, ``cg``) one op counting its
-  ``solve``.
+  with static bounds is already a ``scan``); ``cond``: the most expensive branch. A Pallas
+  kernel (``pallas_call``) is one op: its ``cost_estimate``'s flops if stated, else its
+  body's once per program of its grid. A ``shard_map`` is one op: its body's flops (on one
+  shard's values) times the number of shards; ``custom_linear_solve`` (``jnp.linalg.solve``,
+  ``cg``) one op counting its ``solve``.
 * **tensors**: one per output variable of an equation (a dropped ``_`` output too), size =
   elements × itemsize (extended dtypes such as PRNG keys use their physical layout). Literal
   operands are folded (no tensor, no edge). An equation reading one value twice is one
@@ -125,7 +125,7 @@ class _Counter:
     def __init__(self, strict: bool):
         self.strict = strict
         self.fallback: dict[str, int] = {}
-        self.lowered: dict[tuple, int | None] = {}
+        self.alone: dict[tuple, int | None] = {}  # what XLA compiled one equation to
 
     def jaxpr(self, jaxpr) -> int:
         return sum(self.eqn(e) for e in jaxpr.eqns)
@@ -205,11 +205,11 @@ class _Counter:
         XLA's loop analysis finds none) — once per primitive, operands and parameters."""
         key = (reader, eqn.primitive.name, tuple(_operand_key(v) for v in eqn.invars),
                repr(sorted(eqn.params.items(), key=lambda kv: kv[0])))
-        if key not in self.lowered:
+        if key not in self.alone:
             from gsched.importers import hlo
 
-            self.lowered[key] = getattr(hlo, reader)(eqn)
-        return self.lowered[key]
+            self.alone[key] = getattr(hlo, reader)(eqn)
+        return self.alone[key]
 
     def _pallas_call(self, eqn) -> int:
         """A Pallas kernel: the flops of its ``cost_estimate`` when the call states one, else
