@@ -4,7 +4,8 @@ others (``gsched.harness.benchmarks.write_section``); the accelerator-session to
 (``eval.check_decoders``, ``eval.profile_decode``, ``eval.tune_kernel``) run and report, and
 the lines ``eval/device_session.sh`` edits when a kernel fails its check are still there;
 ``eval.compile_train_step`` compiles a PPO iteration with "auto" as on a GPU and undoes it;
-``eval.gpu_modules`` tables a workload compiled for a target against the CPU module."""
+``eval.gpu_modules`` tables a workload compiled for a target against the CPU module;
+``eval.importer_coverage`` tables a program at both levels."""
 
 from __future__ import annotations
 
@@ -16,7 +17,14 @@ import numpy as np
 import pytest
 
 from eval import bench_cost_model as bench
-from eval import check_decoders, compile_train_step, gpu_modules, profile_decode, tune_kernel
+from eval import (
+    check_decoders,
+    compile_train_step,
+    gpu_modules,
+    importer_coverage,
+    profile_decode,
+    tune_kernel,
+)
 from gsched.core.padding import pad_graph, pad_keys
 from gsched.costmodel.evaluate import evaluate_with_decoder
 from gsched.generators import random_computation_graph
@@ -243,3 +251,14 @@ def test_tune_kernel_times_every_variant_and_checks_them_identical(tmp_path):
         tune_kernel.main(["--size", "12", "--whole", "--warps", "2"])
     with pytest.raises(SystemExit):  # programs: the list lane kernel's
         tune_kernel.main(["--size", "12", "--scheduler", "fifo", "--programs", "2"])
+
+
+def test_importer_coverage_tables_a_program_at_both_levels():
+    import jax.numpy as jnp
+
+    line = importer_coverage.row("solve", importer_coverage.solve,
+                                 (jnp.eye(64) * 2 + 0.1, jnp.ones((64, 2))))
+    cells = [c.strip() for c in line.strip("|").split("|")]
+    assert cells[0] == "solve" and cells[-1] == "—"  # nothing left to the generic fallback
+    assert 0.9 < float(cells[4]) < 1.1 and float(cells[1]) > float(cells[3])  # XLA: LAPACK = 0
+    assert len(importer_coverage.programs()) == 8
