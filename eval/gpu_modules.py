@@ -42,9 +42,10 @@ ATTENTION_CALLS = ATTENTION_FORWARD | ATTENTION_BACKWARD
 
 
 def library_calls(text: str) -> collections.Counter:
-    """How many ENTRY custom calls of each library the module has: ``cuBLAS``, ``cuDNN``
-    (read by the importer) or ``other``; and its ``call`` instructions (``call``: one op each,
-    as XLA GPU's command buffers would be)."""
+    """How many ENTRY custom calls of each library the module has: ``cuBLAS`` products,
+    ``cuDNN`` convolutions and attention, ``other`` (cuSOLVER, top-k, ...; the fallback
+    column names those the importer cannot read); and its ``call`` instructions (``call``:
+    one op each, as XLA GPU's command buffers would be)."""
     module = parse_module(text)
     kinds = collections.Counter()
     for ins in module.computations[module.entry]:
