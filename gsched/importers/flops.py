@@ -178,18 +178,19 @@ def linalg_flops(kind: str, shape: Sequence[int], *, other: Sequence[int] = (), 
     batch = elements(dims[:-2]) if len(dims) > 2 else 1
     m, n = (dims[-2], dims[-1]) if len(dims) >= 2 else (1, dims[-1] if dims else 1)
     r = min(m, n)
+    scale = 4 if complex_ else 1
     if kind == "lu":
         per = 2 * m * n * r - (m + n) * r * r + 2 * r ** 3 / 3
     elif kind == "cholesky":
         per = n ** 3 / 3
     elif kind == "triangular_solve":
-        return int(round(n * elements(other) * (4 if complex_ else 1)))
+        return int(round(n * elements(other) * scale))
+    elif kind == "qr" and vectors in ("thin", "full"):  # and orgqr, counted apart as called
+        q = (*dims[:-2], m, m if vectors == "full" else r)
+        return (linalg_flops(kind, shape, vectors=False, complex_=complex_)
+                + linalg_flops("householder_product", q, k=r, complex_=complex_))
     elif kind == "qr":
         per = _householder(m, n, r)
-        if vectors in ("thin", "full"):  # and orgqr, counted apart as the libraries call it
-            q = (*dims[:-2], m, m if vectors == "full" else r)
-            return (linalg_flops(kind, shape, vectors=False, complex_=complex_)
-                    + linalg_flops("householder_product", q, k=r, complex_=complex_))
     elif kind == "householder_product":
         per = _householder(m, n, k)
     elif kind == "ormqr":
@@ -205,15 +206,14 @@ def linalg_flops(kind: str, shape: Sequence[int], *, other: Sequence[int] = (), 
         per = 4 * n ** 3 / 3
     elif kind == "tridiagonal_solve":
         rhs = [int(d) for d in other]
-        return int(round(elements(rhs[:-2]) * (3 + 5 * rhs[-1]) * rhs[-2]
-                         * (4 if complex_ else 1)))
+        return int(round(elements(rhs[:-2]) * (3 + 5 * rhs[-1]) * rhs[-2] * scale))
     elif kind == "svd":
         per = _svd(m, n, vectors if isinstance(vectors, str) else "full")
     elif kind == "symmetric_product":
         per = m * m * n
     else:
         raise ValueError(f"unknown linear-algebra kind {kind!r} (one of {LINALG_KINDS})")
-    return int(round(batch * max(0.0, per) * (4 if complex_ else 1)))
+    return int(round(batch * max(0.0, per) * scale))
 
 
 # --- jaxpr primitive families --------------------------------------------------------------
