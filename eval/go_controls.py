@@ -1,0 +1,9 @@
+"""Controls for a GDP / GO policy on its config's validation graphs.
+
+``python -m eval.go_controls --help``; the program is :mod:`gsched.harness.go_controls`.
+"""
+
+from gsched.harness.go_controls import main
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,122 @@
+"""Controls for a GDP / GO policy: is it better than chance, and than search at equal budget?
+
+``python -m eval.go_controls --config train/configs/gdp_small.toml --checkpoint gdp`` scores,
+on the config's **validation graphs** (the graphs training never updated on) and under its
+cost settings (devices, scheduler, fusion, link, preset), each row's value as a ratio to the
+graph's best classical baseline (the reference of the training reward,
+:func:`gsched.policies.go.training.references`; lower is better):
+
+* ``untrained network, greedy`` — the network training starts from (the config's seed);
+* ``uniform random chromosome`` — one uniform chromosome over the policy's genes (``placement``
+  for GDP, the tasks' genes for GO), the mean over ``draws`` seeds: what a policy that has
+  learned nothing but the action space gets on average;
+* ``random search, best of K`` — for ``K`` = the greedy policy's evaluations, the sampling
+  budget, and ``search_budget``;
+* ``BRKGA, K`` — REGAL's BRKGA over the same genes with ``search_budget`` evaluations: a
+  near-optimum to measure the headroom against;
+* ``policy, greedy`` and ``policy, sampling`` — the checkpoint zero-shot, with the
+  greedy decode (``rounds`` evaluations) and with ``samples`` sampled rollouts after it.
+
+Each row gives the mean ratio over the graphs, its evaluations per graph and the per-graph
+ratios; the markdown goes to stdout and, with ``--out``, to a file.
+"""
+
+from __future__ import annotations
+
+import argparse
+import tempfile
+from pathlib import Path
+
+import jax
+import numpy as np
+
+from gsched import methods
+from gsched.core.padding import bucket_for
+from gsched.infra.config import load_config
+from gsched.policies.go import training
+from gsched.policies.go.checkpoint import load_policy, network_template, save_policy
+
+GENES = {("placement",): "placement", ("placement", "schedule"): "placement+schedule",
+         ("placement", "schedule", "fusion"): "all"}
+
+
+def _method(tasks: tuple[str, ...]) -> str:
+    """``gdp`` for a placement-only policy, else ``go`` (the registry method loading it)."""
+    return "gdp" if tasks == ("placement",) else "go"
+
+
+def controls(config_path: Path, checkpoint: str, *, draws: int = 16, samples: int = 64,
+             search_budget: int = 5000, seed: int = 0) -> tuple[list[tuple], list[int]]:
+    """``([(label, evaluations, ratios [G]), ...], graph sizes)`` (module docstring)."""
+    config = load_config(config_path, training.TrainConfig)
+    train, valid = training.load_graphs(config)
+    reference = training.references(valid, config, bucket_for(train + valid))
+    _, spec, _ = load_policy(checkpoint, _method(config.space.tasks))
+    if (spec.space, spec.scheduler, spec.fusion) != (config.space, config.cost.scheduler,
+                                                     config.cost.fusion):
+        raise ValueError(f"checkpoint {checkpoint} was trained for another action space or "
+                         f"execution model than {config_path}")
+    name, genes = _method(config.space.tasks), GENES[tuple(config.space.tasks)]
+    settings = dict(num_devices=config.space.num_devices, objective=config.ppo.objective,
+                    cost_params=training.cost_params(config.cost),
+                    scheduler=config.cost.scheduler, fusion=config.cost.fusion)
+
+    def ratios(method: str, budget: int, run_seed: int = seed, **options) -> np.ndarray:
+        outcome = methods.optimize(method, valid, budget=budget, seed=run_seed,
+                                   options=options, **settings)
+        return np.array([r[config.ppo.objective] for r in outcome.results]) / reference
+
+    rounds = spec.ppo.rounds
+    sampled = rounds + samples * rounds
+    with tempfile.TemporaryDirectory() as tmp:
+        untrained = Path(tmp) / "untrained"
+        save_policy(untrained, network_template(spec, jax.random.key(config.seed)), spec,
+                    {"step": 0, "untrained": True})
+        rows = [("untrained network, greedy", rounds,
+                 ratios(name, rounds, checkpoint=str(untrained)))]
+    draws_mean = np.mean([ratios("random", 1, s, genes=genes) for s in range(draws)], axis=0)
+    rows.append((f"uniform random chromosome (mean of {draws})", 1, draws_mean))
+    for budget in sorted({rounds, sampled, search_budget}):
+        rows.append((f"random search, best of {budget}", budget,
+                     ratios("random", budget, genes=genes)))
+    rows.append((f"BRKGA, {search_budget}", search_budget,
+                 ratios("brkga", search_budget, genes=genes)))
+    rows.append(("policy, greedy", rounds, ratios(name, rounds, checkpoint=checkpoint)))
+    rows.append((f"policy, greedy + {samples} sampled rollouts", sampled,
+                 ratios(name, sampled, checkpoint=checkpoint, decode="sample")))
+    return rows, [g.num_ops for g in valid]
+
+
+def markdown(rows: list[tuple], sizes: list[int], title: str) -> str:
+    """The controls table (one line per row)."""
+    lines = [f"## {title}", "",
+             "| row | evaluations / graph | mean ratio | per graph (" +
+             ", ".join(f"{n} ops" for n in sizes) + ") |", "| --- | ---: | ---: | --- |"]
+    for label, evaluations, values in rows:
+        lines.append(f"| {label} | {evaluations:,} | {np.mean(values):.3f} | "
+                     + " ".join(f"{v:.3f}" for v in values) + " |")
+    return "\n".join(lines) + "\n"
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(prog="python -m eval.go_controls",
+                                     description=__doc__.split("\n\n")[0])
+    parser.add_argument("--config", type=Path, required=True,
+                        help="the training config (validation graphs, costs, action space)")
+    parser.add_argument("--checkpoint", required=True,
+                        help="a policy export, run directory or shipped name (gdp, go)")
+    parser.add_argument("--draws", type=int, default=16)
+    parser.add_argument("--samples", type=int, default=64)
+    parser.add_argument("--search-budget", type=int, default=5000)
+    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--out", type=Path, default=None, help="also write the table here")
+    args = parser.parse_args(argv)
+    rows, sizes = controls(args.config, args.checkpoint, draws=args.draws,
+                           samples=args.samples, search_budget=args.search_budget,
+                           seed=args.seed)
+    text = markdown(rows, sizes, f"{args.checkpoint} on {args.config} (validation graphs; "
+                                 "ratio to the best classical baseline, lower is better)")
+    print(text)
+    if args.out is not None:
+        args.out.parent.mkdir(parents=True, exist_ok=True)
+        args.out.write_text(text)
