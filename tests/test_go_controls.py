@@ -6,6 +6,8 @@ import numpy as np
 import pytest
 
 from gsched.harness import go_controls
+from gsched.infra.config import load_config
+from gsched.policies.go import training
 
 TINY = """
 steps = 1
@@ -31,10 +33,27 @@ fusion = false
 """
 
 
-def test_controls_rows_on_validation_graphs(tmp_path):
+def test_fresh_graphs_are_neither_training_nor_validation_graphs(tmp_path):
+    path = tmp_path / "tiny.toml"
+    path.write_text(TINY)
+    config = load_config(path, training.TrainConfig)
+    train, valid = training.load_graphs(config)
+    fresh = training.fresh_graphs(config, 4)
+    assert fresh == training.fresh_graphs(config, 4)  # a function of the config
+    seen = {(g.num_ops, g.compute_cost.tobytes()) for g in train + valid}
+    assert len(fresh) == 4 and not seen & {(g.num_ops, g.compute_cost.tobytes()) for g in fresh}
+    workloads = tmp_path / "workloads.toml"
+    workloads.write_text(TINY.replace('source = "layered"', 'source = "workloads"\n'
+                                      'families = ["rnnlm"]'))
+    with pytest.raises(ValueError, match="data.source = 'layered'"):
+        training.fresh_graphs(load_config(workloads, training.TrainConfig), 4)
+
+
+def test_controls_rows_on_fresh_graphs(tmp_path):
     config = tmp_path / "tiny.toml"
     config.write_text(TINY)
-    rows, sizes = go_controls.controls(config, "gdp", draws=2, samples=8, search_budget=200)
+    rows, sizes = go_controls.controls(config, "gdp", count=3, draws=2, samples=8,
+                                       search_budget=200)
     assert len(sizes) == 3 and all(10 <= n <= 14 for n in sizes)
     by_label = {label: (evaluations, values) for label, evaluations, values in rows}
     assert list(by_label) == [
@@ -58,4 +77,5 @@ def test_controls_reject_a_checkpoint_for_another_action_space(tmp_path):
     config = tmp_path / "tiny.toml"
     config.write_text(TINY.replace('tasks = ["placement"]', 'tasks = ["placement", "schedule"]'))
     with pytest.raises(ValueError, match="another action space"):
-        go_controls.controls(config, "gdp", draws=1, samples=1, search_budget=100)
+        go_controls.controls(config, "gdp", graphs="valid", draws=1, samples=1,
+                             search_budget=100)

@@ -10,7 +10,7 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from gsched.core.padding import bucket_for, pad_graph
+from gsched.core.padding import batch_graphs, bucket_for, pad_graph
 from gsched.costmodel.evaluate import evaluate
 from gsched.costmodel.params import CostParams
 from gsched.generators import random_computation_graph
@@ -20,8 +20,10 @@ from gsched.policies.go.ppo import (
     ExecModel,
     PPOConfig,
     Steps,
+    baseline,
     loss,
     reward,
+    rollouts,
 )
 
 
@@ -155,6 +157,31 @@ def test_ppo_loss_matches_a_hand_computed_case(ratio):
                                rtol=1e-5)
 
 
+def test_samples_baseline_is_the_mean_of_the_other_samples_of_a_graph_and_round():
+    graphs = [random_computation_graph(10, np.random.default_rng(seed)) for seed in (1, 2)]
+    padded = batch_graphs(graphs, bucket_for(graphs))
+    n = padded.op_mask.shape[1]
+    table = np.random.default_rng(4).normal(size=(n, 2)).astype(np.float32)
+    net = TableNet((jnp.asarray(table),), jnp.float32(-0.5))
+    samples, rounds = 3, 2
+    steps, _ = rollouts(net, padded, jnp.array([1.0, 2.0]), jax.random.key(0), None,
+                        CostParams(), space=act.ActionSpace(tasks=("placement",)),
+                        exec_model=ExecModel(2, "fifo"), samples=samples, rounds=rounds,
+                        objective="runtime")
+    config = PPOConfig(samples=samples, rounds=rounds, baseline="samples")
+    got = np.asarray(baseline(steps, config))
+    reward_, graph = np.asarray(steps.reward), np.asarray(steps.graph)
+    round_ = np.arange(len(reward_)) // (2 * samples)
+    assert len(set(reward_.tolist())) > 2  # the samples differ
+    for i in range(len(reward_)):
+        same = (graph == graph[i]) & (round_ == round_[i])
+        same[i] = False
+        assert same.sum() == samples - 1
+        np.testing.assert_allclose(got[i], reward_[same].mean(), rtol=1e-6)
+    value = np.asarray(baseline(steps, dataclasses.replace(config, baseline="value")))
+    np.testing.assert_array_equal(value, np.asarray(steps.value))
+
+
 def test_ppo_config_checks():
     with pytest.raises(ValueError, match="ratio"):
         PPOConfig(ratio="both")
@@ -162,6 +189,10 @@ def test_ppo_config_checks():
         PPOConfig(samples=0)
     with pytest.raises(ValueError, match="objective"):
         PPOConfig(objective="latency")
+    with pytest.raises(ValueError, match="baseline"):
+        PPOConfig(baseline="critic")
+    with pytest.raises(ValueError, match="samples >= 2"):
+        PPOConfig(baseline="samples", samples=1)
     assert dataclasses.replace(PPOConfig(), rounds=3).rounds == 3
 
 

@@ -1,10 +1,17 @@
 """Controls for a GDP / GO policy: is it better than chance, and than search at equal budget?
 
 ``python -m eval.go_controls --config train/configs/gdp_small.toml --checkpoint gdp`` scores,
-on the config's **validation graphs** (the graphs training never updated on) and under its
-cost settings (devices, scheduler, fusion, link, preset), each row's value as a ratio to the
-graph's best classical baseline (the reference of the training reward,
-:func:`gsched.policies.go.training.references`; lower is better):
+under the config's cost settings (devices, scheduler, fusion, link, preset), each row's value
+as a ratio to the graph's best classical baseline (the reference of the training reward,
+:func:`gsched.policies.go.training.references`; lower is better) on
+
+* ``--graphs fresh`` (the default; layered data only): ``--count`` graphs of the config's
+  distribution that neither training nor the choice of the kept policy saw
+  (:func:`gsched.policies.go.training.fresh_graphs`), or
+* ``--graphs valid``: the config's validation graphs, on which training chose the policy it
+  kept (an optimistic reading; the only one for workload data).
+
+Rows:
 
 * ``untrained network, greedy`` — the network training starts from (the config's seed);
 * ``uniform random chromosome`` — one uniform chromosome over the policy's genes (``placement``
@@ -45,12 +52,19 @@ def _method(tasks: tuple[str, ...]) -> str:
     return "gdp" if tasks == ("placement",) else "go"
 
 
-def controls(config_path: Path, checkpoint: str, *, draws: int = 16, samples: int = 64,
-             search_budget: int = 5000, seed: int = 0) -> tuple[list[tuple], list[int]]:
+GRAPHS = ("fresh", "valid")
+
+
+def controls(config_path: Path, checkpoint: str, *, graphs: str = "fresh", count: int = 16,
+             draws: int = 16, samples: int = 64, search_budget: int = 5000,
+             seed: int = 0) -> tuple[list[tuple], list[int]]:
     """``([(label, evaluations, ratios [G]), ...], graph sizes)`` (module docstring)."""
+    if graphs not in GRAPHS:
+        raise ValueError(f"graphs must be one of {GRAPHS}, got {graphs!r}")
     config = load_config(config_path, training.TrainConfig)
-    train, valid = training.load_graphs(config)
-    reference = training.references(valid, config, bucket_for(train + valid))
+    valid = (training.fresh_graphs(config, count) if graphs == "fresh"
+             else training.load_graphs(config)[1])
+    reference = training.references(valid, config, bucket_for(valid))
     _, spec, _ = load_policy(checkpoint, _method(config.space.tasks))
     if (spec.space, spec.scheduler, spec.fusion) != (config.space, config.cost.scheduler,
                                                      config.cost.fusion):
@@ -105,17 +119,24 @@ def main(argv: list[str] | None = None) -> None:
                         help="the training config (validation graphs, costs, action space)")
     parser.add_argument("--checkpoint", required=True,
                         help="a policy export, run directory or shipped name (gdp, go)")
+    parser.add_argument("--graphs", choices=GRAPHS, default="fresh",
+                        help="unseen graphs of the config's distribution, or its validation "
+                             "graphs")
+    parser.add_argument("--count", type=int, default=16, help="how many fresh graphs")
     parser.add_argument("--draws", type=int, default=16)
     parser.add_argument("--samples", type=int, default=64)
     parser.add_argument("--search-budget", type=int, default=5000)
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--out", type=Path, default=None, help="also write the table here")
     args = parser.parse_args(argv)
-    rows, sizes = controls(args.config, args.checkpoint, draws=args.draws,
+    rows, sizes = controls(args.config, args.checkpoint, graphs=args.graphs, count=args.count,
+                           draws=args.draws,
                            samples=args.samples, search_budget=args.search_budget,
                            seed=args.seed)
-    text = markdown(rows, sizes, f"{args.checkpoint} on {args.config} (validation graphs; "
-                                 "ratio to the best classical baseline, lower is better)")
+    where = (f"{len(sizes)} fresh graphs" if args.graphs == "fresh"
+             else "its validation graphs")
+    text = markdown(rows, sizes, f"{args.checkpoint} on {args.config}: {where}, ratio to the "
+                                 "best classical baseline (lower is better)")
     print(text)
     if args.out is not None:
         args.out.parent.mkdir(parents=True, exist_ok=True)

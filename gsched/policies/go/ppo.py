@@ -9,8 +9,12 @@ complete solution, evaluated and counted; its reward is GO's and GDP's
 ``−√(value / reference)`` with ``reference`` the best classical baseline of the graph, and
 ``infeasible_reward`` (−10) when a device exceeds its capacity. A rollout step is treated as
 its own decision given its state (the previous step's actions): the advantage is
-``reward − V(G, y⁽ʳ⁻¹⁾)`` from the network's value head (no bootstrapping across steps),
-normalized over the iteration's batch when ``normalize_advantages``.
+``reward − V(G, y⁽ʳ⁻¹⁾)`` from the network's value head (no bootstrapping across steps;
+``baseline = "value"``, the papers'), or with ``baseline = "samples"`` ``reward −`` the mean
+reward of the same graph's other samples in the same round (a leave-one-out baseline, beyond
+the papers: it removes each graph's level exactly, where a value head shared by many graphs
+predicts it with an error as large as the differences between one graph's samples —
+``docs/design.md``); normalized over the iteration's batch when ``normalize_advantages``.
 
 **Loss.** The clipped surrogate of PPO, ``−mean min(ρ·A, clip(ρ, 1 − ε, 1 + ε)·A)``, plus
 ``value_coef ·`` the value head's squared error, minus ``entropy ·`` the mean per-op entropy.
@@ -43,6 +47,7 @@ from gsched.policies.go.network import PolicyNetwork, encode_actions
 from gsched.search.common import Best, no_best, scored_batch, track_best
 
 RATIOS = ("joint", "per_op")
+BASELINES = ("value", "samples")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -65,6 +70,7 @@ class PPOConfig:
     infeasible_reward: float = -10.0
     normalize_advantages: bool = True
     ratio: str = "per_op"
+    baseline: str = "value"
     objective: str = "runtime"
 
     def __post_init__(self):
@@ -79,6 +85,11 @@ class PPOConfig:
             raise ValueError("ppo.entropy and ppo.value_coef must be >= 0")
         if self.ratio not in RATIOS:
             raise ValueError(f"ppo.ratio must be one of {RATIOS}, got {self.ratio!r}")
+        if self.baseline not in BASELINES:
+            raise ValueError(f"ppo.baseline must be one of {BASELINES}, got {self.baseline!r}")
+        if self.baseline == "samples" and self.samples < 2:
+            raise ValueError("ppo.baseline = 'samples' compares a graph's samples with each "
+                             f"other: it needs ppo.samples >= 2, got {self.samples}")
         if self.objective not in OBJECTIVES:
             raise ValueError(f"ppo.objective must be one of {OBJECTIVES}, got "
                              f"{self.objective!r}")
@@ -211,6 +222,16 @@ def loss(params, static, graphs: PaddedGraph, steps: Steps, advantage: jnp.ndarr
                    "clip_fraction": clipped}
 
 
+def baseline(steps: Steps, config: PPOConfig) -> jnp.ndarray:
+    """``[M]`` what each rollout step's reward is compared with (module docstring): the value
+    head, or the mean reward of the other samples of its graph and round."""
+    if config.baseline == "value":
+        return steps.value
+    rewards = steps.reward.reshape(config.rounds, -1, config.samples)  # Steps' order
+    others = (jnp.sum(rewards, axis=-1, keepdims=True) - rewards) / (config.samples - 1)
+    return others.reshape(-1)
+
+
 def ppo_iteration(params, opt_state, key: jax.Array, static, batch: Batch, best: Best | None,
                   cost_params: CostParams, *, space: act.ActionSpace, exec_model: ExecModel,
                   config: PPOConfig):
@@ -225,7 +246,7 @@ def ppo_iteration(params, opt_state, key: jax.Array, static, batch: Batch, best:
     if count % config.minibatches:
         raise ValueError(f"{count} rollout steps per iteration (graphs × samples × rounds) are "
                          f"not divisible into ppo.minibatches={config.minibatches}")
-    advantage = steps.reward - steps.value
+    advantage = steps.reward - baseline(steps, config)
     if config.normalize_advantages:
         advantage = (advantage - jnp.mean(advantage)) / (jnp.std(advantage) + 1e-8)
     steps = steps._replace(value=jax.lax.stop_gradient(steps.value),

@@ -10,7 +10,8 @@
   ``[min_ops, max_ops]``, compute costs rescaled so the largest op is ``max_flops`` flops on
   the device preset (roofline scale, as in ``docs/results/go_baselines``); ``num_graphs``
   training and ``valid_graphs`` validation graphs from separate streams (``valid_graphs = 0``:
-  the training graphs validate — GDP's "one" and "batch" modes).
+  the training graphs validate — GDP's "one" and "batch" modes). :func:`fresh_graphs` draws
+  graphs from a third stream, which neither training nor the choice of the kept policy saw.
 * ``"workloads"`` — the papers' model families (:mod:`gsched.workloads`) imported at
   ``data.level`` with the preset's costs (``"hlo"``: XLA's CPU module on every machine, so
   a GPU run trains on the same graphs): the ``families`` train, the ``held_out`` ones
@@ -196,6 +197,16 @@ def load_graphs(config: TrainConfig) -> tuple[list[Graph], list[Graph]]:
     train = _workloads(data, data.families, config.cost.preset)
     valid = _workloads(data, data.held_out, config.cost.preset) if data.held_out else train
     return train, valid
+
+
+def fresh_graphs(config: TrainConfig, count: int) -> list[Graph]:
+    """``count`` layered graphs of the config's distribution from a stream of their own (2:
+    training draws from 0, validation from 1); ``ValueError`` for workload data, which has
+    no unseen graphs of the same distribution."""
+    if config.data.source != "layered":
+        raise ValueError(f"test graphs need data.source = 'layered', got "
+                         f"{config.data.source!r}: use the validation graphs")
+    return _layered(config.data, count, 2, preset(config.cost.preset).peak_flops)
 
 
 def references(graphs: list[Graph], config: TrainConfig, bucket) -> np.ndarray:
