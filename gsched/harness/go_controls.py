@@ -45,14 +45,12 @@ from gsched.policies.go.checkpoint import load_policy, network_template, save_po
 
 GENES = {("placement",): "placement", ("placement", "schedule"): "placement+schedule",
          ("placement", "schedule", "fusion"): "all"}
+GRAPHS = ("fresh", "valid")
 
 
 def _method(tasks: tuple[str, ...]) -> str:
     """``gdp`` for a placement-only policy, else ``go`` (the registry method loading it)."""
     return "gdp" if tasks == ("placement",) else "go"
-
-
-GRAPHS = ("fresh", "valid")
 
 
 def controls(config_path: Path, checkpoint: str, *, graphs: str = "fresh", count: int = 16,
@@ -62,9 +60,9 @@ def controls(config_path: Path, checkpoint: str, *, graphs: str = "fresh", count
     if graphs not in GRAPHS:
         raise ValueError(f"graphs must be one of {GRAPHS}, got {graphs!r}")
     config = load_config(config_path, training.TrainConfig)
-    valid = (training.fresh_graphs(config, count) if graphs == "fresh"
-             else training.load_graphs(config)[1])
-    reference = training.references(valid, config, bucket_for(valid))
+    scored = (training.fresh_graphs(config, count) if graphs == "fresh"
+              else training.load_graphs(config)[1])
+    reference = training.references(scored, config, bucket_for(scored))
     _, spec, _ = load_policy(checkpoint, _method(config.space.tasks))
     if (spec.space, spec.scheduler, spec.fusion) != (config.space, config.cost.scheduler,
                                                      config.cost.fusion):
@@ -76,7 +74,7 @@ def controls(config_path: Path, checkpoint: str, *, graphs: str = "fresh", count
                     scheduler=config.cost.scheduler, fusion=config.cost.fusion)
 
     def ratios(method: str, budget: int, run_seed: int = seed, **options) -> np.ndarray:
-        outcome = methods.optimize(method, valid, budget=budget, seed=run_seed,
+        outcome = methods.optimize(method, scored, budget=budget, seed=run_seed,
                                    options=options, **settings)
         return np.array([r[config.ppo.objective] for r in outcome.results]) / reference
 
@@ -98,7 +96,7 @@ def controls(config_path: Path, checkpoint: str, *, graphs: str = "fresh", count
     rows.append(("policy, greedy", rounds, ratios(name, rounds, checkpoint=checkpoint)))
     rows.append((f"policy, greedy + {samples} sampled rollouts", sampled,
                  ratios(name, sampled, checkpoint=checkpoint, decode="sample")))
-    return rows, [g.num_ops for g in valid]
+    return rows, [g.num_ops for g in scored]
 
 
 def markdown(rows: list[tuple], sizes: list[int], title: str) -> str:
@@ -116,7 +114,7 @@ def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(prog="python -m eval.go_controls",
                                      description=__doc__.split("\n\n")[0])
     parser.add_argument("--config", type=Path, required=True,
-                        help="the training config (validation graphs, costs, action space)")
+                        help="the training config (graphs, costs, action space)")
     parser.add_argument("--checkpoint", required=True,
                         help="a policy export, run directory or shipped name (gdp, go)")
     parser.add_argument("--graphs", choices=GRAPHS, default="fresh",
@@ -130,9 +128,8 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--out", type=Path, default=None, help="also write the table here")
     args = parser.parse_args(argv)
     rows, sizes = controls(args.config, args.checkpoint, graphs=args.graphs, count=args.count,
-                           draws=args.draws,
-                           samples=args.samples, search_budget=args.search_budget,
-                           seed=args.seed)
+                           draws=args.draws, samples=args.samples,
+                           search_budget=args.search_budget, seed=args.seed)
     where = (f"{len(sizes)} fresh graphs" if args.graphs == "fresh"
              else "its validation graphs")
     text = markdown(rows, sizes, f"{args.checkpoint} on {args.config}: {where}, ratio to the "

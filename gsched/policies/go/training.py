@@ -204,7 +204,7 @@ def fresh_graphs(config: TrainConfig, count: int) -> list[Graph]:
     training draws from 0, validation from 1); ``ValueError`` for workload data, which has
     no unseen graphs of the same distribution."""
     if config.data.source != "layered":
-        raise ValueError(f"test graphs need data.source = 'layered', got "
+        raise ValueError(f"fresh graphs need data.source = 'layered', got "
                          f"{config.data.source!r}: use the validation graphs")
     return _layered(config.data, count, 2, preset(config.cost.preset).peak_flops)
 
