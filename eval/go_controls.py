@@ -1,4 +1,4 @@
-"""Controls for a GDP / GO policy on its config's validation graphs.
+"""Controls for a GDP / GO policy on fresh graphs of its training config (or its validation graphs).
 
 ``python -m eval.go_controls --help``; the program is :mod:`gsched.harness.go_controls`.
 """

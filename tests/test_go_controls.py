@@ -79,3 +79,7 @@ def test_controls_reject_a_checkpoint_for_another_action_space(tmp_path):
     with pytest.raises(ValueError, match="another action space"):
         go_controls.controls(config, "gdp", graphs="valid", draws=1, samples=1,
                              search_budget=100)
+    config.write_text(TINY.replace('tasks = ["placement"]', 'tasks = ["placement", "fusion"]')
+                      .replace("fusion = false", "fusion = true"))
+    with pytest.raises(ValueError, match="cannot be limited to these genes"):
+        go_controls.controls(config, "go", draws=1, samples=1, search_budget=100)

@@ -60,15 +60,19 @@ def controls(config_path: Path, checkpoint: str, *, graphs: str = "fresh", count
     if graphs not in GRAPHS:
         raise ValueError(f"graphs must be one of {GRAPHS}, got {graphs!r}")
     config = load_config(config_path, training.TrainConfig)
-    scored = (training.fresh_graphs(config, count) if graphs == "fresh"
-              else training.load_graphs(config)[1])
-    reference = training.references(scored, config, bucket_for(scored))
-    _, spec, _ = load_policy(checkpoint, _method(config.space.tasks))
+    tasks = tuple(config.space.tasks)
+    if tasks not in GENES:
+        raise ValueError(f"tasks {tasks}: the searches cannot be limited to these genes "
+                         f"(their genes options cover {tuple(GENES)})")
+    name, genes = _method(tasks), GENES[tasks]
+    _, spec, _ = load_policy(checkpoint, name)
     if (spec.space, spec.scheduler, spec.fusion) != (config.space, config.cost.scheduler,
                                                      config.cost.fusion):
         raise ValueError(f"checkpoint {checkpoint} was trained for another action space or "
                          f"execution model than {config_path}")
-    name, genes = _method(config.space.tasks), GENES[tuple(config.space.tasks)]
+    scored = (training.fresh_graphs(config, count) if graphs == "fresh"
+              else training.load_graphs(config)[1])
+    reference = training.references(scored, config, bucket_for(scored))
     settings = dict(num_devices=config.space.num_devices, objective=config.ppo.objective,
                     cost_params=training.cost_params(config.cost),
                     scheduler=config.cost.scheduler, fusion=config.cost.fusion)
