@@ -19,10 +19,17 @@ Rows:
   learned nothing but the action space gets on average;
 * ``random search, best of K`` — for ``K`` = the greedy policy's evaluations, the sampling
   budget, and ``search_budget``;
-* ``BRKGA, K`` — REGAL's BRKGA over the same genes with ``search_budget`` evaluations: a
-  near-optimum to measure the headroom against;
+* ``BRKGA, K`` — REGAL's BRKGA over the same genes with each of those budgets but the
+  greedy one (at ``search_budget``: a near-optimum to measure the headroom against);
 * ``policy, greedy`` and ``policy, sampling`` — the checkpoint zero-shot, with the
-  greedy decode (``rounds`` evaluations) and with ``samples`` sampled rollouts after it.
+  greedy decode (``rounds`` evaluations) and with ``samples`` sampled rollouts after it;
+* with ``finetune = K > 0`` (GDP §4.3 / GO §5.2): ``policy, fine-tuned`` — ``K`` PPO
+  iterations of the checkpoint on each graph alone, then a greedy decode
+  (:func:`gsched.policies.go.rollout.policy_search`; ``rounds + K · samples · rounds +
+  rounds`` evaluations with the checkpoint's own PPO settings, every one competing), and
+  ``untrained network, fine-tuned`` (after the untrained greedy row) — the same from the
+  untrained network (GDP-one / GO-one: what fine-tuning gives without pre-training); random
+  search and BRKGA also get that budget.
 
 Each row gives the mean ratio over the graphs, its evaluations per graph and the per-graph
 ratios; the markdown goes to stdout and, with ``--out``, to a file.
@@ -42,6 +49,7 @@ from gsched.core.padding import bucket_for
 from gsched.infra.config import load_config
 from gsched.policies.go import training
 from gsched.policies.go.checkpoint import load_policy, network_template, save_policy
+from gsched.policies.go.rollout import evaluations_needed
 
 GENES = {("placement",): "placement", ("placement", "schedule"): "placement+schedule",
          ("placement", "schedule", "fusion"): "all"}
@@ -54,7 +62,7 @@ def _method(tasks: tuple[str, ...]) -> str:
 
 
 def controls(config_path: Path, checkpoint: str, *, graphs: str = "fresh", count: int = 16,
-             draws: int = 16, samples: int = 64, search_budget: int = 5000,
+             draws: int = 16, samples: int = 64, search_budget: int = 5000, finetune: int = 0,
              seed: int = 0) -> tuple[list[tuple], list[int]]:
     """``([(label, evaluations, ratios [G]), ...], graph sizes)`` (module docstring)."""
     if graphs not in GRAPHS:
@@ -70,6 +78,9 @@ def controls(config_path: Path, checkpoint: str, *, graphs: str = "fresh", count
                                                      config.cost.fusion):
         raise ValueError(f"checkpoint {checkpoint} was trained for another action space or "
                          f"execution model than {config_path}")
+    rounds = spec.ppo.rounds
+    sampled = rounds + samples * rounds
+    tuned = evaluations_needed(spec.ppo, "greedy", finetune)  # checks finetune
     scored = (training.fresh_graphs(config, count) if graphs == "fresh"
               else training.load_graphs(config)[1])
     reference = training.references(scored, config, bucket_for(scored))
@@ -82,24 +93,30 @@ def controls(config_path: Path, checkpoint: str, *, graphs: str = "fresh", count
                                    options=options, **settings)
         return np.array([r[config.ppo.objective] for r in outcome.results]) / reference
 
-    rounds = spec.ppo.rounds
-    sampled = rounds + samples * rounds
+    budgets = sorted({rounds, sampled, search_budget} | ({tuned} if finetune else set()))
     with tempfile.TemporaryDirectory() as tmp:
         untrained = Path(tmp) / "untrained"
         save_policy(untrained, network_template(spec, jax.random.key(config.seed)), spec,
                     {"step": 0, "untrained": True})
         rows = [("untrained network, greedy", rounds,
                  ratios(name, rounds, checkpoint=str(untrained)))]
+        if finetune:
+            rows.append((f"untrained network, fine-tuned {finetune} it. ({name.upper()}-one)",
+                         tuned, ratios(name, tuned, checkpoint=str(untrained),
+                                       finetune_steps=finetune)))
     draws_mean = np.mean([ratios("random", 1, s, genes=genes) for s in range(draws)], axis=0)
     rows.append((f"uniform random chromosome (mean of {draws})", 1, draws_mean))
-    for budget in sorted({rounds, sampled, search_budget}):
+    for budget in budgets:
         rows.append((f"random search, best of {budget}", budget,
                      ratios("random", budget, genes=genes)))
-    rows.append((f"BRKGA, {search_budget}", search_budget,
-                 ratios("brkga", search_budget, genes=genes)))
+    for budget in budgets[1:]:
+        rows.append((f"BRKGA, {budget}", budget, ratios("brkga", budget, genes=genes)))
     rows.append(("policy, greedy", rounds, ratios(name, rounds, checkpoint=checkpoint)))
     rows.append((f"policy, greedy + {samples} sampled rollouts", sampled,
                  ratios(name, sampled, checkpoint=checkpoint, decode="sample")))
+    if finetune:
+        rows.append((f"policy, fine-tuned {finetune} it.", tuned,
+                     ratios(name, tuned, checkpoint=checkpoint, finetune_steps=finetune)))
     return rows, [g.num_ops for g in scored]
 
 
@@ -128,12 +145,16 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--draws", type=int, default=16)
     parser.add_argument("--samples", type=int, default=64)
     parser.add_argument("--search-budget", type=int, default=5000)
+    parser.add_argument("--finetune", type=int, default=0,
+                        help="also fine-tune the policy and the untrained network this many "
+                             "PPO iterations on each graph (default 0: no fine-tuning rows)")
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--out", type=Path, default=None, help="also write the table here")
     args = parser.parse_args(argv)
     rows, sizes = controls(args.config, args.checkpoint, graphs=args.graphs, count=args.count,
                            draws=args.draws, samples=args.samples,
-                           search_budget=args.search_budget, seed=args.seed)
+                           search_budget=args.search_budget, finetune=args.finetune,
+                           seed=args.seed)
     where = (f"{len(sizes)} fresh graphs" if args.graphs == "fresh"
              else "its validation graphs")
     text = markdown(rows, sizes, f"{args.checkpoint} on {args.config}: {where}, ratio to the "
