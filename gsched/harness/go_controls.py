@@ -109,7 +109,7 @@ def controls(config_path: Path, checkpoint: str, *, graphs: str = "fresh", count
     for budget in budgets:
         rows.append((f"random search, best of {budget}", budget,
                      ratios("random", budget, genes=genes)))
-    for budget in budgets[1:]:
+    for budget in (b for b in budgets if b > rounds):
         rows.append((f"BRKGA, {budget}", budget, ratios("brkga", budget, genes=genes)))
     rows.append(("policy, greedy", rounds, ratios(name, rounds, checkpoint=checkpoint)))
     rows.append((f"policy, greedy + {samples} sampled rollouts", sampled,
