@@ -265,6 +265,9 @@ def _add_import(parser: argparse.ArgumentParser) -> None:
                              "(default v100)")
     parser.add_argument("--strict", action="store_true",
                         help="an unknown primitive/opcode is an error, not the generic fallback")
+    parser.add_argument("--keep-dead", action="store_true",
+                        help="--jax --level jaxpr only: keep the equations no output depends "
+                             "on (dropped by default, as XLA does)")
     parser.add_argument("--out", type=Path, required=True,
                         help="graph file to write: .json (gsched node-link flavour) or .npz")
 
@@ -316,13 +319,16 @@ def _run_import(args: argparse.Namespace) -> dict:
                 source = args.jax
                 if args.level != "hlo" and args.backend != importers.BACKEND:
                     raise UsageError("--backend applies to --level hlo only")
+                if args.level != "jaxpr" and args.keep_dead:
+                    raise UsageError("--keep-dead applies to --level jaxpr only")
                 graph = importers.import_jax(
                     fn, *fn_args, level=args.level, device=args.device, strict=args.strict,
-                    name=args.jax.rpartition(":")[2],
+                    dce=not args.keep_dead, name=args.jax.rpartition(":")[2],
                     backend=None if args.backend == "default" else args.backend)
             else:
-                if args.level != "jaxpr" or args.backend != importers.BACKEND:
-                    raise UsageError("--level and --backend apply to --jax only")
+                if args.level != "jaxpr" or args.backend != importers.BACKEND \
+                        or args.keep_dead:
+                    raise UsageError("--level, --backend and --keep-dead apply to --jax only")
                 source = str(args.hlo)
                 try:
                     text = args.hlo.read_text()
@@ -348,6 +354,7 @@ def _run_import(args: argparse.Namespace) -> dict:
     level = "hlo" if args.hlo is not None else args.level
     return {"source": source, "level": level,
             "backend": args.backend if args.jax is not None and level == "hlo" else None,
+            "dead_code": "kept" if args.keep_dead else "dropped",
             "device": importers.preset(args.device).name, "time_unit": importers.TIME_UNIT,
             "num_ops": graph.num_ops, "num_tensors": graph.num_tensors,
             "num_edges": graph.num_edges, "num_inputs": int(graph.is_input.sum()),

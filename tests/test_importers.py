@@ -214,6 +214,37 @@ def test_a_while_loop_with_a_static_bound_counts_the_trips_xla_finds():
     assert g.op_flops.sum() == 4 * (1 + 1 + 3 * (1 + 1 + 64)) == \
         import_jax(nested, x, level="hlo").op_flops.sum()
 
+    never = functools.partial(while_loop, n=0)  # XLA removes a loop that never runs
+    assert import_jax(never, x, strict=True).op_flops.sum() == 0 == \
+        import_jax(never, x, level="hlo").op_flops.sum()
+    once = functools.partial(while_loop, n=1)  # ... and inlines one that runs once
+    assert import_jax(once, x, strict=True).op_flops.sum() == 1 + 1 + 2 * 8 * 8 * 8
+
+
+def test_dead_equations_are_dropped_unless_kept():
+    def program(x):
+        jnp.sin(x) * 3  # dead: nothing reads it
+
+        def body(c, _):
+            jnp.cos(c)  # dead inside the body
+            return c @ c, jnp.sum(c)
+        c, ys = jax.lax.scan(body, x, None, length=2)
+        jax.debug.print("{}", x[0, 0])  # side effect: kept although it has no output
+        return c + ys.sum()
+
+    x = jnp.ones((4, 4))
+    live = import_jax(program, x)
+    everything = import_jax(program, x, dce=False)
+    assert "sin" not in live.op_types and "mul" not in live.op_types
+    assert "debug_print" in live.op_types and "debug_print" in everything.op_types
+    assert {"sin", "mul"} <= set(everything.op_types)
+    scan_flops = [g.op_flops[g.op_types.index("scan")] for g in (live, everything)]
+    assert scan_flops[0] == 2 * (2 * 4 * 4 * 4 + 15)  # dot + sum per trip, the cos dropped
+    assert scan_flops[1] == scan_flops[0] + 2 * 16
+    assert live.num_ops == everything.num_ops - 2
+    with pytest.raises(ValueError, match="dce=False applies to the jaxpr level"):
+        import_jax(program, x, level="hlo", dce=False)
+
 
 def test_cond_counts_its_most_expensive_branch():
     def f(x):
@@ -668,6 +699,7 @@ def test_cli_import_jax(tmp_path, capsys, level):
     g = load_graph(out)
     assert report["out"] == str(out) and report["num_ops"] == g.num_ops
     assert report["num_inputs"] == 2 and report["level"] == level
+    assert report["dead_code"] == "dropped"
     assert report["backend"] == ("cpu" if level == "hlo" else None)
     assert report["device"] == "a100" and report["time_unit"] == "microseconds"
     assert json.loads(out.read_text())["graph"]["format"] == "gsched"
@@ -696,6 +728,9 @@ def test_cli_import_hlo_and_bad_input(tmp_path, capsys):
         (["--jax", f"{tmp_path / 'prog.py'}:build", "--backend", "gpu"],
          "--backend applies to --level hlo only"),
         (["--hlo", str(tmp_path / "m.txt"), "--backend", "gpu"], "apply to --jax only"),
+        (["--hlo", str(tmp_path / "m.txt"), "--keep-dead"], "apply to --jax only"),
+        (["--jax", f"{tmp_path / 'prog.py'}:build", "--level", "hlo", "--keep-dead"],
+         "--keep-dead applies to --level jaxpr only"),
         (["--jax", f"{tmp_path / 'prog.py'}:build", "--level", "hlo", "--backend", "nonesuch"],
          "for backend 'nonesuch'"),
     ]

@@ -34,7 +34,7 @@ __all__ = ["BACKEND", "LEVELS", "PRESETS", "TIME_UNIT", "DevicePreset", "Fallbac
 
 
 def import_jax(fn: Callable, *example_args, level: str = "jaxpr", device="v100",
-               name: str | None = None, strict: bool = False,
+               name: str | None = None, strict: bool = False, dce: bool = True,
                backend=BACKEND, **kwargs) -> Graph:
     """``fn(*example_args, **kwargs)`` as a graph.
 
@@ -46,6 +46,8 @@ def import_jax(fn: Callable, *example_args, level: str = "jaxpr", device="v100",
     schedule; :func:`compile_for`). ``device``: a
     preset name (``v100``, ``a100``, ``h100``, ``tpu_v4``) or a :class:`DevicePreset`.
     ``strict``: an unknown primitive/opcode is an error instead of the generic fallback.
+    ``dce=False`` (jaxpr level only) keeps the equations no output depends on, which the
+    default drops as XLA does (the HLO level has none to keep).
     ``name``: the graph's name (default ``fn.__name__``). Keyword arguments are passed to
     ``fn`` (traced, like the positional ones). Raises :class:`ImporterError` for a function
     that cannot be traced or compiled with these arguments, ``ValueError`` for a bad level
@@ -53,10 +55,13 @@ def import_jax(fn: Callable, *example_args, level: str = "jaxpr", device="v100",
     """
     if level not in LEVELS:
         raise ValueError(f"unknown import level {level!r} (jaxpr or hlo)")
+    if level == "hlo" and not dce:
+        raise ValueError("dce=False applies to the jaxpr level: XLA's compiled module has "
+                         "already dropped dead code")
     preset(device)  # a bad device fails before tracing
     label = name if name is not None else getattr(fn, "__name__", "") or ""
     if level == "jaxpr":
         return import_jaxpr(fn, *example_args, device=device, name=label, strict=strict,
-                            **kwargs)
+                            dce=dce, **kwargs)
     return import_hlo_text(compiled_text(fn, *example_args, backend=backend, **kwargs),
                            device=device, name=label, strict=strict)

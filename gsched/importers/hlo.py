@@ -804,12 +804,17 @@ def lowered_flops(eqn) -> int | None:
 def lowered_trip_count(eqn) -> int | None:
     """The trip count XLA's loop analysis finds for a jaxpr ``while`` equation compiled alone
     (:func:`compiled_alone`: a bound or initial counter that is a literal of the program is
-    known, one passed in is not); None when it finds none."""
+    known, one passed in is not); None when it finds none. A loop XLA removed ran at most
+    once (its simplifier drops a loop of 0 trips and inlines one of 1): 0 when the module
+    left counts no flops, else 1."""
     text = compiled_alone(eqn)
     if text is None:
         return None
     module = parse_module(text)
     loops = _outer_loops(module, module.entry)
+    if not loops:
+        flops, fallback = count_flops(text)
+        return None if fallback else int(flops > 0)
     trip = _TRIP.search(loops[0].attrs.get("backend_config", "")) if len(loops) == 1 else None
     return int(trip.group(1)) if trip else None
 

@@ -2,6 +2,11 @@
 
 ``import_jax(fn, *args, level="jaxpr")`` traces ``fn`` with ``jax.make_jaxpr`` and maps:
 
+* **dead code**: with ``dce=True`` (the default) the equations no program output depends on
+  are dropped first, at the top level and inside bodies (JAX's own dead-code elimination; an
+  equation with side effects, such as ``jax.debug.print``, stays), as XLA drops them before it
+  schedules anything; ``dce=False`` keeps every equation the trace recorded.
+
 * **program inputs**: each flattened argument leaf (``args`` then ``kwargs``, in
   ``jax.tree_util`` order), then each constant the trace closed over (top-level ``constvars``,
   then the constants of inlined closed jaxprs, in the order met), is one op with
@@ -141,7 +146,8 @@ class _Counter:
         if name == "scan":
             return int(p["length"]) * self.jaxpr(p["jaxpr"].jaxpr)
         if name == "while":
-            trips = self._cached(eqn, "lowered_trip_count") or 1
+            trips = self._cached(eqn, "lowered_trip_count")
+            trips = 1 if trips is None else trips
             return trips * (self.jaxpr(p["cond_jaxpr"].jaxpr) + self.jaxpr(p["body_jaxpr"].jaxpr))
         if name == "cond":
             return max((self.jaxpr(b.jaxpr) for b in p["branches"]), default=0)
@@ -437,13 +443,23 @@ def trace(fn: Callable, *args, **kwargs):
                             f"{type(err).__name__}: {first}") from err
 
 
+def live_jaxpr(jaxpr):
+    """``jaxpr`` without the equations none of its outputs depends on, recursively (JAX's
+    dead-code elimination: effectful equations and every input are kept)."""
+    from jax._src.interpreters import partial_eval as pe
+
+    live, _ = pe.dce_jaxpr(jaxpr, [True] * len(jaxpr.outvars), instantiate=True)
+    return live
+
+
 def jaxpr_to_graph(closed, arg_names: list[str] | None = None, *, device="v100",
-                   name: str = "", strict: bool = False) -> Graph:
+                   name: str = "", strict: bool = False, dce: bool = True) -> Graph:
     """A ``ClosedJaxpr`` as a graph (see the module docstring). ``arg_names`` names the
-    program inputs of ``closed.jaxpr.invars`` (default ``arg{i}``)."""
+    program inputs of ``closed.jaxpr.invars`` (default ``arg{i}``); ``dce``: drop dead
+    equations first."""
     counter = _Counter(strict)
     builder = _Builder(counter, preset(device))
-    jaxpr = closed.jaxpr
+    jaxpr = live_jaxpr(closed.jaxpr) if dce else closed.jaxpr
     names = arg_names or [f"arg{i}" for i in range(len(jaxpr.invars))]
     for v, n in zip(jaxpr.invars, names):
         builder.add_input(v, n)
@@ -458,7 +474,7 @@ def jaxpr_to_graph(closed, arg_names: list[str] | None = None, *, device="v100",
 
 
 def import_jaxpr(fn: Callable, *args, device="v100", name: str | None = None,
-                 strict: bool = False, **kwargs) -> Graph:
+                 strict: bool = False, dce: bool = True, **kwargs) -> Graph:
     """``fn(*args, **kwargs)``'s jaxpr as a graph (see the module docstring)."""
     jax = _jax()
     closed = trace(fn, *args, **kwargs)
@@ -471,7 +487,7 @@ def import_jaxpr(fn: Callable, *args, device="v100", name: str | None = None,
     if len(names) != len(closed.jaxpr.invars):  # pragma: no cover - defensive
         names = None
     label = name if name is not None else getattr(fn, "__name__", "") or ""
-    return jaxpr_to_graph(closed, names, device=device, name=label, strict=strict)
+    return jaxpr_to_graph(closed, names, device=device, name=label, strict=strict, dce=dce)
 
 
 def total_flops(graph: Graph) -> float:
