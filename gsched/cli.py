@@ -8,7 +8,8 @@ Commands:
 
 * ``evaluate`` — decode and score one chromosome;
 * ``optimize`` — run one optimizer (an entry of :data:`gsched.methods.METHODS`) with an exact
-  budget of cost-model evaluations on one graph or a batch of graphs (all padded to one bucket, one jitted call);
+  budget of cost-model evaluations on one graph or a batch of graphs (all padded to one
+  bucket, one jitted call);
 * ``import`` — a JAX program (``--jax path/file.py:builder``, ``builder()`` returning
   ``(fn, args)``) or a compiled XLA module's text (``--hlo module.txt``) as a graph file
   (docs/importers.md);

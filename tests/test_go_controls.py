@@ -53,24 +53,25 @@ def test_controls_rows_on_fresh_graphs(tmp_path):
     config = tmp_path / "tiny.toml"
     config.write_text(TINY)
     rows, sizes = go_controls.controls(config, "gdp", count=3, draws=2, samples=8,
-                                       search_budget=200, finetune=2)
+                                       search_budget=200, finetune=2, temperature=2.0)
     assert len(sizes) == 3 and all(10 <= n <= 14 for n in sizes)
     by_label = {label: (evaluations, values) for label, evaluations, values in rows}
     assert list(by_label) == [
-        "untrained network, greedy", "untrained network, fine-tuned 2 it. (GDP-one)",
+        "untrained network, greedy", "untrained network, fine-tuned 2 it., T = 2 (GDP-one)",
         "uniform random chromosome (mean of 2)", "random search, best of 1",
         "random search, best of 9", "random search, best of 18", "random search, best of 200",
         "BRKGA, 9", "BRKGA, 18", "BRKGA, 200", "policy, greedy",
-        "policy, greedy + 8 sampled rollouts", "policy, fine-tuned 2 it."]
+        "policy, greedy + 8 sampled rollouts, T = 2", "policy, fine-tuned 2 it., T = 2"]
     for evaluations, values in by_label.values():
         assert values.shape == (3,) and np.all(np.isfinite(values)) and np.all(values > 0)
-    assert by_label["policy, greedy + 8 sampled rollouts"][0] == 9
+    assert by_label["policy, greedy + 8 sampled rollouts, T = 2"][0] == 9
     # the shipped gdp's PPO settings: 1 greedy round, 2 iterations x 8 samples, 1 greedy round
-    assert by_label["policy, fine-tuned 2 it."][0] == 18
+    assert by_label["policy, fine-tuned 2 it., T = 2"][0] == 18
     # sampling and fine-tuning keep the greedy decode's evaluation: never worse than it
-    for label in ("policy, greedy + 8 sampled rollouts", "policy, fine-tuned 2 it."):
+    for label in ("policy, greedy + 8 sampled rollouts, T = 2",
+                  "policy, fine-tuned 2 it., T = 2"):
         assert np.all(by_label[label][1] <= by_label["policy, greedy"][1] + 1e-6)
-    assert np.all(by_label["untrained network, fine-tuned 2 it. (GDP-one)"][1]
+    assert np.all(by_label["untrained network, fine-tuned 2 it., T = 2 (GDP-one)"][1]
                   <= by_label["untrained network, greedy"][1] + 1e-6)
     # 200 BRKGA evaluations beat the average uniform chromosome on 10-14-op graphs
     average = by_label["uniform random chromosome (mean of 2)"][1]
@@ -92,3 +93,6 @@ def test_controls_reject_a_mismatched_checkpoint_or_a_bad_setting(tmp_path):
     config.write_text(TINY)
     with pytest.raises(ValueError, match="finetune_steps must be an int >= 0"):
         go_controls.controls(config, "gdp", draws=1, samples=1, search_budget=100, finetune=-1)
+    with pytest.raises(ValueError, match="temperature must be > 0"):
+        go_controls.controls(config, "gdp", draws=1, samples=1, search_budget=100,
+                             temperature=0.0)

@@ -135,6 +135,15 @@ def test_gdp_method_through_optimize_greedy_then_finetuned_and_sampled(gdp_run):
         assert g["checkpoint"] == str(gdp_run) and g["policy_tasks"] == "placement"
         assert g["value"] == g["runtime"] and np.isfinite(g["value"])
         assert t["value"] <= g["value"]  # the greedy solution competes in the search
+        assert g["temperature"] == t["temperature"] == 1.0  # the checkpoint's
+    options = {"checkpoint": str(gdp_run), "decode": "sample", "finetune_steps": 2}
+    same = methods.optimize("gdp", graphs, budget=16, options=options | {"temperature": 1.0},
+                            **run)
+    assert [r["value"] for r in same.results] == [r["value"] for r in tuned.results]
+    hot = methods.optimize("gdp", graphs, budget=16, options=options | {"temperature": 3.0},
+                           **run)
+    assert all(r["temperature"] == 3.0 and r["evals_used"] == 15 for r in hot.results)
+    assert [r["placement"] for r in hot.results] != [r["placement"] for r in tuned.results]
 
 
 def test_go_method_decides_fusion_and_needs_it(go_run):
@@ -159,6 +168,9 @@ def test_method_errors(gdp_run, tmp_path):
     with pytest.raises(ValueError, match="decode"):
         methods.optimize("gdp", graphs, num_devices=2, budget=3,
                          options={"checkpoint": str(gdp_run), "decode": "beam"})
+    with pytest.raises(ValueError, match="temperature must be > 0"):
+        methods.optimize("gdp", graphs, num_devices=2, budget=3,
+                         options={"checkpoint": str(gdp_run), "temperature": 0.0})
     with pytest.raises(ValueError, match="train.gdp"):
         methods.optimize("gdp", graphs, num_devices=2, budget=3,
                          options={"checkpoint": str(tmp_path / "none")})

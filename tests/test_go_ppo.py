@@ -118,8 +118,9 @@ def test_reward_is_minus_sqrt_ratio_and_ten_below_for_infeasible():
     np.testing.assert_allclose(r, [-2.0, -0.5, -10.0])
 
 
-@pytest.mark.parametrize("ratio", ["per_op", "joint"])
-def test_ppo_loss_matches_a_hand_computed_case(ratio):
+@pytest.mark.parametrize("ratio,temperature", [("per_op", 1.0), ("joint", 1.0),
+                                               ("per_op", 2.5)])
+def test_ppo_loss_matches_a_hand_computed_case(ratio, temperature):
     graph = _graph(6)
     graphs = jax.tree.map(lambda x: x[None], graph)
     n = graph.op_mask.shape[0]
@@ -134,10 +135,12 @@ def test_ppo_loss_matches_a_hand_computed_case(ratio):
     steps = Steps(jnp.zeros(m, jnp.int32), jnp.zeros((m, n, 2)), (jnp.asarray(actions),),
                   jnp.asarray(old), jnp.zeros(m), jnp.array([-1.2, -0.4]))
     advantage = jnp.array([1.5, -0.5])
-    config = PPOConfig(ratio=ratio, clip_epsilon=0.2, entropy=0.05, value_coef=0.5)
+    config = PPOConfig(ratio=ratio, clip_epsilon=0.2, entropy=0.05, value_coef=0.5,
+                       temperature=temperature)
     total, metrics = loss(params, static, graphs, steps, advantage, config)
 
-    logp = table - np.log(np.exp(table).sum(1, keepdims=True))
+    tempered = table / temperature  # the distribution the rollouts sampled from
+    logp = tempered - np.log(np.exp(tempered).sum(1, keepdims=True))
     new = np.where(real, logp[np.arange(n), actions], 0.0)  # [m, N]
     adv = np.array([1.5, -0.5])[:, None]
     if ratio == "joint":
@@ -182,6 +185,31 @@ def test_samples_baseline_is_the_mean_of_the_other_samples_of_a_graph_and_round(
     np.testing.assert_array_equal(value, np.asarray(steps.value))
 
 
+def test_rollouts_sample_and_record_the_tempered_distribution():
+    graph = _graph(6)
+    graphs = jax.tree.map(lambda x: x[None], graph)
+    n = graph.op_mask.shape[0]
+    table = np.random.default_rng(5).normal(size=(n, 2)).astype(np.float32) * 3
+    net = TableNet((jnp.asarray(table),), jnp.float32(0.0))
+    settings = dict(space=act.ActionSpace(tasks=("placement",)), exec_model=ExecModel(2),
+                    samples=400, rounds=1, objective="runtime")
+    real = np.asarray(graph.op_mask)
+    for temperature in (1.0, 4.0):
+        steps, _ = rollouts(net, graphs, jnp.ones(1), jax.random.key(1), None, CostParams(),
+                            temperature=temperature, **settings)
+        tempered = table / temperature
+        logp = tempered - np.log(np.exp(tempered).sum(1, keepdims=True))
+        chosen = np.asarray(steps.actions[0])
+        np.testing.assert_allclose(np.asarray(steps.log_prob),
+                                   np.where(real, logp[np.arange(n), chosen], 0.0), rtol=1e-5)
+        frequency = chosen[:, real].mean(0)  # how often each real op took action 1
+        np.testing.assert_allclose(frequency, np.exp(logp[real, 1]), atol=0.08)
+    greedy = [rollouts(net, graphs, jnp.ones(1), jax.random.key(1), None, CostParams(),
+                       greedy=True, temperature=t, **dict(settings, samples=1))[0].actions[0]
+              for t in (1.0, 4.0)]
+    np.testing.assert_array_equal(greedy[0], greedy[1])  # argmax does not depend on it
+
+
 def test_ppo_config_checks():
     with pytest.raises(ValueError, match="ratio"):
         PPOConfig(ratio="both")
@@ -193,6 +221,9 @@ def test_ppo_config_checks():
         PPOConfig(baseline="critic")
     with pytest.raises(ValueError, match="samples >= 2"):
         PPOConfig(baseline="samples", samples=1)
+    for bad in (0.0, -1.0, float("nan")):
+        with pytest.raises(ValueError, match="temperature"):
+            PPOConfig(temperature=bad)
     assert dataclasses.replace(PPOConfig(), rounds=3).rounds == 3
 
 

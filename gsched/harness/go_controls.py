@@ -31,6 +31,10 @@ Rows:
   untrained network (GDP-one / GO-one: what fine-tuning gives without pre-training); random
   search and BRKGA also get that budget.
 
+``temperature`` (default: the checkpoint's, 1) is the sampling temperature of every sampled
+or fine-tuned row of the policy and of the untrained network (their labels say ``T = …``;
+:func:`gsched.policies.go.rollout.policy_search`).
+
 Each row gives the mean ratio over the graphs, its evaluations per graph and the per-graph
 ratios; the markdown goes to stdout and, with ``--out``, to a file.
 """
@@ -63,10 +67,14 @@ def _method(tasks: tuple[str, ...]) -> str:
 
 def controls(config_path: Path, checkpoint: str, *, graphs: str = "fresh", count: int = 16,
              draws: int = 16, samples: int = 64, search_budget: int = 5000, finetune: int = 0,
-             seed: int = 0) -> tuple[list[tuple], list[int]]:
+             temperature: float | None = None, seed: int = 0) -> tuple[list[tuple], list[int]]:
     """``([(label, evaluations, ratios [G]), ...], graph sizes)`` (module docstring)."""
     if graphs not in GRAPHS:
         raise ValueError(f"graphs must be one of {GRAPHS}, got {graphs!r}")
+    if temperature is not None and not temperature > 0:
+        raise ValueError(f"temperature must be > 0, got {temperature!r}")
+    hot = {} if temperature is None else {"temperature": temperature}
+    at = "" if temperature is None else f", T = {temperature:g}"
     config = load_config(config_path, training.TrainConfig)
     tasks = tuple(config.space.tasks)
     if tasks not in GENES:
@@ -101,9 +109,10 @@ def controls(config_path: Path, checkpoint: str, *, graphs: str = "fresh", count
         rows = [("untrained network, greedy", rounds,
                  ratios(name, rounds, checkpoint=str(untrained)))]
         if finetune:
-            rows.append((f"untrained network, fine-tuned {finetune} it. ({name.upper()}-one)",
-                         tuned, ratios(name, tuned, checkpoint=str(untrained),
-                                       finetune_steps=finetune)))
+            rows.append((f"untrained network, fine-tuned {finetune} it.{at} "
+                         f"({name.upper()}-one)", tuned,
+                         ratios(name, tuned, checkpoint=str(untrained), finetune_steps=finetune,
+                                **hot)))
     draws_mean = np.mean([ratios("random", 1, s, genes=genes) for s in range(draws)], axis=0)
     rows.append((f"uniform random chromosome (mean of {draws})", 1, draws_mean))
     for budget in budgets:
@@ -112,11 +121,12 @@ def controls(config_path: Path, checkpoint: str, *, graphs: str = "fresh", count
     for budget in (b for b in budgets if b > rounds):
         rows.append((f"BRKGA, {budget}", budget, ratios("brkga", budget, genes=genes)))
     rows.append(("policy, greedy", rounds, ratios(name, rounds, checkpoint=checkpoint)))
-    rows.append((f"policy, greedy + {samples} sampled rollouts", sampled,
-                 ratios(name, sampled, checkpoint=checkpoint, decode="sample")))
+    rows.append((f"policy, greedy + {samples} sampled rollouts{at}", sampled,
+                 ratios(name, sampled, checkpoint=checkpoint, decode="sample", **hot)))
     if finetune:
-        rows.append((f"policy, fine-tuned {finetune} it.", tuned,
-                     ratios(name, tuned, checkpoint=checkpoint, finetune_steps=finetune)))
+        rows.append((f"policy, fine-tuned {finetune} it.{at}", tuned,
+                     ratios(name, tuned, checkpoint=checkpoint, finetune_steps=finetune,
+                            **hot)))
     return rows, [g.num_ops for g in scored]
 
 
@@ -148,13 +158,16 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--finetune", type=int, default=0,
                         help="also fine-tune the policy and the untrained network this many "
                              "PPO iterations on each graph (default 0: no fine-tuning rows)")
+    parser.add_argument("--temperature", type=float, default=None,
+                        help="sampling temperature of the sampled and fine-tuned rows "
+                             "(default: the checkpoint's)")
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--out", type=Path, default=None, help="also write the table here")
     args = parser.parse_args(argv)
     rows, sizes = controls(args.config, args.checkpoint, graphs=args.graphs, count=args.count,
                            draws=args.draws, samples=args.samples,
                            search_budget=args.search_budget, finetune=args.finetune,
-                           seed=args.seed)
+                           temperature=args.temperature, seed=args.seed)
     where = (f"{len(sizes)} fresh graphs" if args.graphs == "fresh"
              else "its validation graphs")
     text = markdown(rows, sizes, f"{args.checkpoint} on {args.config}: {where}, ratio to the "

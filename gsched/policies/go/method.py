@@ -31,6 +31,8 @@ from gsched.registry import CHECKPOINT, DECODE, Method, Option
 
 FINETUNE_STEPS = Option("finetune_steps", int, "gdp/go: PPO fine-tuning iterations on each "
                                                "graph before decoding (default 0: zero-shot)")
+TEMPERATURE = Option("temperature", float, "gdp/go: sampling temperature of fine-tuning and "
+                                           "--decode sample (default: the checkpoint's, 1)")
 
 
 @dataclasses.dataclass(frozen=True, eq=False)
@@ -41,6 +43,7 @@ class PolicyRunner:
     spec: PolicySpec
     decoding: str
     finetune_steps: int
+    temperature: float | None
     fields: dict[str, Any]
 
     def __call__(self, key, graphs, cost_params, *, num_devices, budget, objective,
@@ -48,7 +51,8 @@ class PolicyRunner:
         return policy_search(key, self.net, graphs, cost_params, space=self.spec.space,
                              exec_model=ExecModel(num_devices, scheduler, fusion),
                              config=self.spec.ppo, budget=budget, objective=objective,
-                             decode=self.decoding, finetune_steps=self.finetune_steps)
+                             decode=self.decoding, finetune_steps=self.finetune_steps,
+                             temperature=self.temperature)
 
     def info(self, objective: str) -> dict[str, Any]:
         """JSON fields added to every result row."""
@@ -56,17 +60,20 @@ class PolicyRunner:
 
 
 def _build(name: str, checkpoint: str | None = None, decode: str = "greedy",
-           finetune_steps: int = 0) -> PolicyRunner:
+           finetune_steps: int = 0, temperature: float | None = None) -> PolicyRunner:
     if decode not in DECODINGS:
         raise ValueError(f"method {name}: --decode must be one of {DECODINGS}, got {decode!r}")
     path = DEFAULT_CHECKPOINTS[name] if checkpoint is None else checkpoint
     net, spec, meta = load_policy(path, name)
     evaluations_needed(spec.ppo, decode, finetune_steps)  # checks finetune_steps
+    if temperature is not None and not temperature > 0:
+        raise ValueError(f"method {name}: --temperature must be > 0, got {temperature!r}")
     label = f"shipped:{DEFAULT_CHECKPOINTS[name].name}" if checkpoint is None else str(path)
     fields = {"checkpoint": label, "policy_tasks": "+".join(spec.space.tasks),
               "policy_scheduler": spec.scheduler, "policy_objective": spec.ppo.objective,
-              "finetune_steps": finetune_steps}
-    return PolicyRunner(net, spec, decode, finetune_steps, fields)
+              "finetune_steps": finetune_steps,
+              "temperature": spec.ppo.temperature if temperature is None else temperature}
+    return PolicyRunner(net, spec, decode, finetune_steps, temperature, fields)
 
 
 build_gdp = functools.partial(_build, "gdp")
@@ -75,8 +82,8 @@ build_go = functools.partial(_build, "go")
 METHODS = {
     "gdp": Method("GDP: GraphSAGE + segment-recurrent attention placer with superposition, "
                   "PPO-trained; zero-shot or fine-tuned", "search", build_gdp,
-                  options=(CHECKPOINT, DECODE, FINETUNE_STEPS), exec_model=True),
+                  options=(CHECKPOINT, DECODE, FINETUNE_STEPS, TEMPERATURE), exec_model=True),
     "go": Method("GO: GDP's network with multi-task recurrent attention layers and iterative "
                  "refinement: placement, scheduling and fusion priorities", "search", build_go,
-                 options=(CHECKPOINT, DECODE, FINETUNE_STEPS), exec_model=True),
+                 options=(CHECKPOINT, DECODE, FINETUNE_STEPS, TEMPERATURE), exec_model=True),
 }

@@ -72,13 +72,14 @@ class PPOConfig:
     ratio: str = "per_op"
     baseline: str = "value"
     objective: str = "runtime"
+    temperature: float = 1.0  # rollouts sample from softmax(logits / temperature)
 
     def __post_init__(self):
         for name in ("samples", "rounds", "epochs", "minibatches"):
             value = getattr(self, name)
             if isinstance(value, bool) or not isinstance(value, int) or value < 1:
                 raise ValueError(f"ppo.{name} must be an int >= 1, got {value!r}")
-        for name in ("clip_epsilon", "learning_rate", "max_grad_norm"):
+        for name in ("clip_epsilon", "learning_rate", "max_grad_norm", "temperature"):
             if not getattr(self, name) > 0:
                 raise ValueError(f"ppo.{name} must be > 0, got {getattr(self, name)!r}")
         if self.entropy < 0 or self.value_coef < 0:
@@ -156,10 +157,13 @@ def _repeat(tree, times: int):
 def rollouts(net: PolicyNetwork, graphs: PaddedGraph, reference: jnp.ndarray, key: jax.Array,
              best: Best | None, cost_params: CostParams, *, space: act.ActionSpace,
              exec_model: ExecModel, samples: int, rounds: int, objective: str,
-             infeasible_reward: float = -10.0, greedy: bool = False) -> tuple[Steps, Best]:
+             infeasible_reward: float = -10.0, greedy: bool = False,
+             temperature: float = 1.0) -> tuple[Steps, Best]:
     """``samples`` rollouts of ``rounds`` steps for each graph of ``graphs [B]``; returns the
     steps (flattened, see :class:`Steps`) and ``best`` updated with every evaluated solution
-    (``best=None``: a fresh one). ``greedy``: argmax actions instead of samples."""
+    (``best=None``: a fresh one). ``greedy``: argmax actions instead of samples; else actions
+    are drawn from ``softmax(logits / temperature)``, whose log-probabilities ``Steps``
+    records."""
     b = graphs.op_mask.shape[0]
     n = graphs.op_mask.shape[1]
     flat = _repeat(graphs, samples)  # [B·S]
@@ -174,6 +178,7 @@ def rollouts(net: PolicyNetwork, graphs: PaddedGraph, reference: jnp.ndarray, ke
     steps = []
     for r in range(rounds):
         logits, value = jax.vmap(net)(flat, previous)
+        logits = tempered(logits, temperature)
         if greedy:
             chosen = jax.vmap(act.greedy)(logits, flat.op_mask)
         else:
@@ -196,13 +201,22 @@ def rollouts(net: PolicyNetwork, graphs: PaddedGraph, reference: jnp.ndarray, ke
     return jax.tree.map(lambda *xs: jnp.concatenate(xs), *steps), best
 
 
+def tempered(logits: tuple, temperature: float) -> tuple:
+    """Each task's logits divided by ``temperature`` (1: unchanged)."""
+    if temperature == 1.0:
+        return logits
+    return tuple(lg / temperature for lg in logits)
+
+
 def loss(params, static, graphs: PaddedGraph, steps: Steps, advantage: jnp.ndarray,
          config: PPOConfig):
-    """The PPO loss (module docstring) of a minibatch of rollout steps; returns
+    """The PPO loss (module docstring) of a minibatch of rollout steps, with the policy at
+    ``config.temperature`` (the distribution the rollouts sampled); returns
     ``(loss, metrics)``."""
     net = eqx.combine(params, static)
     g = jax.tree.map(lambda x: x[steps.graph], graphs)
     logits, value = jax.vmap(net)(g, steps.previous)
+    logits = tempered(logits, config.temperature)
     log_prob = jax.vmap(act.op_log_probs)(logits, steps.actions, g.op_mask)  # [m, N]
     eps = config.clip_epsilon
     adv = advantage[:, None]
@@ -241,7 +255,8 @@ def ppo_iteration(params, opt_state, key: jax.Array, static, batch: Batch, best:
     steps, best = rollouts(net, batch.graphs, batch.reference, key_rollout, best, cost_params,
                            space=space, exec_model=exec_model, samples=config.samples,
                            rounds=config.rounds, objective=config.objective,
-                           infeasible_reward=config.infeasible_reward)
+                           infeasible_reward=config.infeasible_reward,
+                           temperature=config.temperature)
     count = steps.reward.shape[0]
     if count % config.minibatches:
         raise ValueError(f"{count} rollout steps per iteration (graphs × samples × rounds) are "
