@@ -17,7 +17,6 @@ pairs below it; then the model-seeded over the XLA-seeded ratio, the control's a
 from __future__ import annotations
 
 import argparse
-import sys
 
 import jax
 import jax.numpy as jnp
