@@ -139,31 +139,37 @@ def parse_shape(text: str, pos: int, line: int) -> tuple[object, int]:
     return ("array", dtype, tuple(dims)), pos
 
 
-def _unquoted(text: str, pos: int = 0):
-    """``(index, char)`` of every character of ``text`` from ``pos`` that is outside a
-    double-quoted string (quotes and escaped characters skipped), and at the end whether a
-    string was left open, as ``(len(text), None)`` or ``(len(text), '"')``."""
-    i, in_string = pos, False
-    while i < len(text):
-        c = text[i]
-        if in_string:
-            if c == "\\":
-                i += 1
-            elif c == '"':
-                in_string = False
-        elif c == '"':
-            in_string = True
-        else:
-            yield i, c
-        i += 1
-    yield len(text), '"' if in_string else None
+# a whole double-quoted string (escapes inside), a quote that opens a string never closed, or
+# a bracket or comma outside strings
+_STRUCTURE = re.compile(r'"[^"\\]*(?:\\.[^"\\]*)*"|(")|([{}()\[\],])', re.DOTALL)
+
+
+def _structure(text: str, pos: int = 0):
+    """``(index, char)`` of every bracket and comma of ``text`` from ``pos`` that is outside a
+    double-quoted string (escaped characters skipped), and at the end whether a string was
+    left open, as ``(len(text), None)`` or ``(len(text), '"')``. A regular expression steps
+    over everything else, so long attribute values cost little."""
+    for m in _STRUCTURE.finditer(text, pos):
+        if m.group(1):
+            yield len(text), '"'
+            return
+        if m.group(2):
+            yield m.start(), m.group(2)
+    yield len(text), None
+
+
+_CLOSER = {"{": "}", "(": ")", "[": "]"}
+_NESTED = re.compile(r'[{}()\[\]"]')
 
 
 def _skip_balanced(text: str, pos: int, line: int) -> int:
     """The index just past the bracket group that opens at ``text[pos]``."""
-    pairs = {"{": "}", "(": ")", "[": "]"}
+    inner = _NESTED.search(text, pos + 1)  # most groups (layouts, operands) have no nesting
+    if inner and inner.group() == _CLOSER.get(text[pos]):
+        return inner.end()
+    pairs = _CLOSER
     stack = []
-    for i, c in _unquoted(text, pos):
+    for i, c in _structure(text, pos):
         if c in pairs:
             stack.append(pairs[c])
         elif stack and c == stack[-1]:
@@ -197,8 +203,10 @@ _OPCODE = re.compile(r"\s*([a-z][a-z0-9\-_$]*)\(")
 
 def _split_top(text: str, line: int) -> list[str]:
     """Splits at top-level commas (outside brackets and strings)."""
+    if not _NESTED.search(text):
+        return [p.strip() for p in text.split(",") if p.strip()]
     parts, depth, start = [], 0, 0
-    for i, c in _unquoted(text):
+    for i, c in _structure(text):
         if i == len(text):
             if depth or c is not None:
                 _fail(line, "unbalanced brackets or quotes in the attributes")
