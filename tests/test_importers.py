@@ -416,6 +416,24 @@ def test_hlo_while_uses_known_trip_count():
     assert g.op_flops[j] == pytest.approx(10 * reference_flops(f, jnp.ones((8, 8))), rel=0.01)
 
 
+def test_the_line_reader_splits_only_at_top_level_commas():
+    line = ('%f = (f32[2,3]{1,0}, s32[]) fusion(f32[2,3]{1,0} %a, %b), kind=kLoop, '
+            'calls=%fused, metadata={op_name="jit(f)/a,b{" source_line=3}, '
+            r'backend_config={"x":"q\",(","y":[1,2]}, frontend_attributes={k="v"}')
+    ins = hlo_module.parse_instruction(line, 4)
+    assert ins.opcode == "fusion" and ins.operands == ["a", "b"]
+    assert ins.shape == ("tuple", [("array", "f32", (2, 3)), ("array", "s32", ())])
+    assert list(ins.attrs) == ["kind", "calls", "metadata", "backend_config",
+                               "frontend_attributes"]
+    assert ins.attrs["metadata"] == '{op_name="jit(f)/a,b{" source_line=3}'
+    assert ins.attrs["backend_config"] == r'{"x":"q\",(","y":[1,2]}'
+    for bad, message in ((line.replace("{1,0}", "{1,0)", 1), "unbalanced"),
+                         (line[:-1], "unbalanced brackets or quotes"),
+                         (line.replace('"v"', '"v'), "unbalanced brackets or quotes")):
+        with pytest.raises(ImporterError, match=rf"line 4: {message}"):
+            hlo_module.parse_instruction(bad, 4)
+
+
 def test_malformed_hlo_names_the_line(monkeypatch):
     text = compiled_text(mlp, *MLP_ARGS)
     lines = text.splitlines()
