@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import json
+
 from gsched.harness import go_gdp
 from gsched.policies.go.checkpoint import load_policy
 
@@ -31,3 +33,18 @@ def test_report_lays_out_one_table_per_device_count_and_kind():
     assert "## D = 2: placement + scheduling + fusion" in text
     assert f"{go_gdp.HELD_OUT} (*) (193 ops)" in text
     assert "| GDP-one pl | 8 (1.5 s) | 8 (1.5 s) |" in text
+
+
+def test_run_returns_the_records_in_row_order_whatever_the_file_order(tmp_path):
+    out, runs = tmp_path / "out", tmp_path / "runs"
+    labels = [r.label for r in go_gdp.rows(2, 500, runs)]
+    records = [{"key": go_gdp._key(g, 2, label), "graph": g, "num_ops": 1, "devices": 2,
+                "row": label, "table": "go", "runtime": 1.0, "seconds": 0.0}
+               for label in labels for g in go_gdp.FAMILIES]
+    other = dict(records[0], key=go_gdp._key("rnnlm", 8, labels[0]), devices=8)
+    out.mkdir()
+    with (out / "results.jsonl").open("w") as f:  # rows in reverse order, another D first
+        for r in [other, *reversed(records)]:
+            f.write(json.dumps(r) + "\n")
+    got = go_gdp.run(out, 500, (2,), runs=runs)  # every row is done: nothing runs
+    assert got == [*records, other]

@@ -143,7 +143,8 @@ def _key(graph: str, devices: int, label: str) -> str:
 
 def run(out: Path, budget: int = 500, devices: tuple[int, ...] = (PRETRAINED_D,), seed: int = 0,
         runs: Path = Path("runs/go_gdp")) -> list[dict]:
-    """Runs every (D, row, graph); resumes from ``results.jsonl``."""
+    """Runs every (D, row, graph); resumes from ``results.jsonl``. Returns the records in
+    row order (then any other D's from the file), whatever order the file holds them in."""
     out.mkdir(parents=True, exist_ok=True)
     path = out / "results.jsonl"
     done = {r["key"]: r for r in read_jsonl(path)} if path.exists() else {}
@@ -152,6 +153,7 @@ def run(out: Path, budget: int = 500, devices: tuple[int, ...] = (PRETRAINED_D,)
     cost = check_cost_params(LINK_LATENCY, LINK_BANDWIDTH, hbm_bandwidth=dev.hbm_bandwidth,
                              launch_overhead=dev.launch_overhead)
     start = time.perf_counter()
+    ordered = {}
     for d in devices:
         for row in rows(d, budget, runs):
             scheduler, fusion = SETTINGS[row.table]
@@ -159,6 +161,7 @@ def run(out: Path, budget: int = 500, devices: tuple[int, ...] = (PRETRAINED_D,)
             for name, graph in named.items():
                 key = _key(name, d, row.label)
                 if key in done:
+                    ordered[key] = done[key]
                     continue
                 outcome = methods.optimize(row.method, [graph], num_devices=d, budget=budget,
                                            objective="runtime", cost_params=cost, seed=seed,
@@ -169,14 +172,14 @@ def run(out: Path, budget: int = 500, devices: tuple[int, ...] = (PRETRAINED_D,)
                           "row": row.label, "table": row.table, "method": row.method,
                           "runtime": result["runtime"], "evals": result["evals_used"],
                           "seconds": outcome.wall_seconds, "held_out": name == HELD_OUT}
-                done[key] = record
+                done[key] = ordered[key] = record
                 with path.open("a") as f:
                     f.write(json.dumps(record) + "\n")
                 log(f"D={d} {row.label} {name}: {result['runtime']:.4g} µs, "
                     f"{outcome.wall_seconds:.1f} s; elapsed "
                     f"{(time.perf_counter() - start) / 60:.1f} min")
             methods.release_compiled(only_if_crowded=True)
-    return list(done.values())
+    return list(ordered.values()) + [r for k, r in done.items() if k not in ordered]
 
 
 def report(records: list[dict], budget: int) -> str:
