@@ -18,6 +18,8 @@ predicts it with an error as large as the differences between one graph's sample
 
 **Loss.** The clipped surrogate of PPO, ``−mean min(ρ·A, clip(ρ, 1 − ε, 1 + ε)·A)``, plus
 ``value_coef ·`` the value head's squared error, minus ``entropy ·`` the mean per-op entropy.
+With ``temperature = T`` (default 1; beyond the papers) the policy is ``softmax(logits / T)``
+throughout: the rollouts sample from it, and the ratio and the entropy are taken of it.
 ``ratio = "joint"`` takes ``ρ`` of the whole non-autoregressive action (GDP appendix A: the
 product over ops); ``"per_op"`` sums the clipped terms of every op's own ratio over the real ops
 (the same gradient at ρ = 1, but one op leaving the trust region does not silence the others)
