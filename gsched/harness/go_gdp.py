@@ -17,8 +17,9 @@ reused (``<runs>/<method>/policy``; ``runs/go_gdp`` by default, not committed).
   GDP's per-graph training), and at ``PRETRAINED_D`` GDP zero-shot (pre-trained, greedy) and
   GDP fine-tuned (``FINETUNE_STEPS`` PPO iterations);
 * joint (GO Table 3 / Fig. 6; priority scheduler with fusion): METIS without fusion (Table 3's
-  normalization) and with XLA-style greedy fusion, SA and BRKGA over everything, GO-one per task set (pl, pl+sch, pl+sch+fu: the
-  untasked parts take the defaults of :mod:`gsched.policies.go.actions`), and at
+  normalization) and with XLA-style greedy fusion, SA and BRKGA over everything, GO-one per
+  task set (pl, pl+sch, pl+sch+fu: the untasked parts take the defaults of
+  :mod:`gsched.policies.go.actions`), and at
   ``PRETRAINED_D`` GO zero-shot and fine-tuned.
 
 ``python -m eval.go_gdp [--budget 500] [--devices 4] [--out docs/results/go_gdp]``: rows go
