@@ -42,6 +42,7 @@ ratios; the markdown goes to stdout and, with ``--out``, to a file.
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import tempfile
 from pathlib import Path
 
@@ -71,8 +72,6 @@ def controls(config_path: Path, checkpoint: str, *, graphs: str = "fresh", count
     """``([(label, evaluations, ratios [G]), ...], graph sizes)`` (module docstring)."""
     if graphs not in GRAPHS:
         raise ValueError(f"graphs must be one of {GRAPHS}, got {graphs!r}")
-    if temperature is not None and not temperature > 0:
-        raise ValueError(f"temperature must be > 0, got {temperature!r}")
     hot = {} if temperature is None else {"temperature": temperature}
     at = "" if temperature is None else f", T = {temperature:g}"
     config = load_config(config_path, training.TrainConfig)
@@ -86,6 +85,8 @@ def controls(config_path: Path, checkpoint: str, *, graphs: str = "fresh", count
                                                      config.cost.fusion):
         raise ValueError(f"checkpoint {checkpoint} was trained for another action space or "
                          f"execution model than {config_path}")
+    if temperature is not None:  # PPOConfig checks it before any graph is drawn
+        dataclasses.replace(spec.ppo, temperature=temperature)
     rounds = spec.ppo.rounds
     sampled = rounds + samples * rounds
     tuned = evaluations_needed(spec.ppo, "greedy", finetune)  # checks finetune

@@ -43,7 +43,6 @@ class PolicyRunner:
     spec: PolicySpec
     decoding: str
     finetune_steps: int
-    temperature: float | None
     fields: dict[str, Any]
 
     def __call__(self, key, graphs, cost_params, *, num_devices, budget, objective,
@@ -51,8 +50,7 @@ class PolicyRunner:
         return policy_search(key, self.net, graphs, cost_params, space=self.spec.space,
                              exec_model=ExecModel(num_devices, scheduler, fusion),
                              config=self.spec.ppo, budget=budget, objective=objective,
-                             decode=self.decoding, finetune_steps=self.finetune_steps,
-                             temperature=self.temperature)
+                             decode=self.decoding, finetune_steps=self.finetune_steps)
 
     def info(self, objective: str) -> dict[str, Any]:
         """JSON fields added to every result row."""
@@ -66,14 +64,14 @@ def _build(name: str, checkpoint: str | None = None, decode: str = "greedy",
     path = DEFAULT_CHECKPOINTS[name] if checkpoint is None else checkpoint
     net, spec, meta = load_policy(path, name)
     evaluations_needed(spec.ppo, decode, finetune_steps)  # checks finetune_steps
-    if temperature is not None and not temperature > 0:
-        raise ValueError(f"method {name}: --temperature must be > 0, got {temperature!r}")
+    if temperature is not None:  # PPOConfig checks it
+        spec = dataclasses.replace(spec, ppo=dataclasses.replace(spec.ppo,
+                                                                 temperature=temperature))
     label = f"shipped:{DEFAULT_CHECKPOINTS[name].name}" if checkpoint is None else str(path)
     fields = {"checkpoint": label, "policy_tasks": "+".join(spec.space.tasks),
               "policy_scheduler": spec.scheduler, "policy_objective": spec.ppo.objective,
-              "finetune_steps": finetune_steps,
-              "temperature": spec.ppo.temperature if temperature is None else temperature}
-    return PolicyRunner(net, spec, decode, finetune_steps, temperature, fields)
+              "finetune_steps": finetune_steps, "temperature": spec.ppo.temperature}
+    return PolicyRunner(net, spec, decode, finetune_steps, fields)
 
 
 build_gdp = functools.partial(_build, "gdp")

@@ -14,10 +14,10 @@ fine-tuning gives each graph its own copy of the parameters):
    parameters (``rounds`` evaluations; nothing when ``K = 0``); ``decode="sample"`` spends
    what is left in batches of ``samples`` sampled rollouts.
 
-``temperature`` (default: the checkpoint's ``ppo.temperature``, 1 unless trained otherwise)
-is the sampling temperature of steps 2 and 3: rollouts draw from ``softmax(logits / T)`` and
-fine-tuning's PPO loss uses the same distribution. ``T > 1`` keeps a nearly deterministic
-policy's samples diverse; the greedy decodes do not depend on it.
+``config.temperature`` (``T``; 1 unless set) is the sampling temperature of steps 2 and 3:
+rollouts draw from ``softmax(logits / T)`` and fine-tuning's PPO loss uses the same
+distribution. ``T > 1`` keeps a nearly deterministic policy's samples diverse; the greedy
+decodes do not depend on it.
 
 Every evaluated solution (fine-tuning rollouts included) competes for the result, and
 ``evals_used`` counts every evaluation. :func:`evaluations_needed` gives the minimum budget;
@@ -64,7 +64,7 @@ def evaluations_needed(config: PPOConfig, decode: str, finetune_steps: int) -> i
 def policy_search(key: jax.Array, net: PolicyNetwork, graphs, cost_params: CostParams, *,
                   space: act.ActionSpace, exec_model: ExecModel, config: PPOConfig,
                   budget: int, objective: str, decode: str = "greedy",
-                  finetune_steps: int = 0, temperature: float | None = None) -> SearchResult:
+                  finetune_steps: int = 0) -> SearchResult:
     """The search of the module docstring on ``graphs [B]``; a :class:`SearchResult`."""
     needed = evaluations_needed(config, decode, finetune_steps)
     if budget < needed:
@@ -73,8 +73,7 @@ def policy_search(key: jax.Array, net: PolicyNetwork, graphs, cost_params: CostP
                          f"{config.samples} samples × {config.rounds} rounds), the budget is "
                          f"{budget}")
     space.check_exec_model(exec_model.num_devices, exec_model.fusion)
-    config = dataclasses.replace(config, objective=objective, **(
-        {} if temperature is None else {"temperature": temperature}))  # checks temperature
+    config = dataclasses.replace(config, objective=objective)
     cost_params = jax.tree.map(lambda x: jnp.asarray(x, jnp.float32), cost_params)
     params, static = eqx.partition(net, eqx.is_array)
     per_rollout = config.samples * config.rounds
