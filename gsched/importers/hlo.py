@@ -167,11 +167,10 @@ def _skip_balanced(text: str, pos: int, line: int) -> int:
     inner = _NESTED.search(text, pos + 1)  # most groups (layouts, operands) have no nesting
     if inner and inner.group() == _CLOSER.get(text[pos]):
         return inner.end()
-    pairs = _CLOSER
     stack = []
     for i, c in _structure(text, pos):
-        if c in pairs:
-            stack.append(pairs[c])
+        if c in _CLOSER:
+            stack.append(_CLOSER[c])
         elif stack and c == stack[-1]:
             stack.pop()
             if not stack:
