@@ -25,6 +25,7 @@ from gsched.policies.go.ppo import (
     reward,
     rollouts,
 )
+from gsched.search.common import freeze_genes
 
 
 def _graph(n=12, seed=0):
@@ -92,6 +93,29 @@ def test_to_keys_defaults_of_undecided_tasks():
     assert np.all(np.asarray(keys[-n:]) == 1.0)  # XLA-style greedy fusion
     keys = act.to_keys((device,), graph, space, num_devices=2, fusion=False)
     assert keys.shape == (graph.bucket.chromosome_length(2, False),)
+
+
+@pytest.mark.parametrize("tasks,fusion,genes", [
+    (("placement",), False, "placement"),
+    (("placement", "schedule"), False, "placement+schedule"),
+    (("placement", "schedule", "fusion"), True, "all")])
+def test_search_genes_freeze_nothing_the_policy_decides(tasks, fusion, genes):
+    graph = _graph()
+    n = graph.op_mask.shape[0]
+    space = act.ActionSpace(tasks=tasks, num_devices=3, priority_levels=4)
+    assert space.search_genes(fusion) == genes
+    rng = np.random.default_rng(2)
+    actions = tuple(jnp.asarray(rng.integers(0, k, n), jnp.int32) for k in space.num_actions)
+    keys = act.to_keys(actions, graph, space, num_devices=3, fusion=fusion)
+    np.testing.assert_array_equal(freeze_genes(keys, graph.bucket, 3, fusion, genes), keys)
+
+
+def test_search_genes_refuse_what_no_gene_set_matches():
+    for tasks, fusion in [(("placement",), True), (("placement", "schedule"), True),
+                          (("placement", "fusion"), True), (("schedule",), False),
+                          (("placement", "schedule", "fusion"), False)]:
+        with pytest.raises(ValueError, match="cannot be limited to these genes"):
+            act.ActionSpace(tasks=tasks).search_genes(fusion)
 
 
 def test_log_probs_entropy_and_sampling_respect_the_mask():

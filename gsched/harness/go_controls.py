@@ -56,8 +56,6 @@ from gsched.policies.go import training
 from gsched.policies.go.checkpoint import load_policy, network_template, save_policy
 from gsched.policies.go.rollout import evaluations_needed
 
-GENES = {("placement",): "placement", ("placement", "schedule"): "placement+schedule",
-         ("placement", "schedule", "fusion"): "all"}
 GRAPHS = ("fresh", "valid")
 
 
@@ -75,11 +73,8 @@ def controls(config_path: Path, checkpoint: str, *, graphs: str = "fresh", count
     hot = {} if temperature is None else {"temperature": temperature}
     at = "" if temperature is None else f", T = {temperature:g}"
     config = load_config(config_path, training.TrainConfig)
-    tasks = tuple(config.space.tasks)
-    if tasks not in GENES:
-        raise ValueError(f"tasks {tasks}: the searches cannot be limited to these genes "
-                         f"(their genes options cover {tuple(GENES)})")
-    name, genes = _method(tasks), GENES[tasks]
+    name = _method(tuple(config.space.tasks))
+    genes = config.space.search_genes(config.cost.fusion)
     _, spec, _ = load_policy(checkpoint, name)
     if (spec.space, spec.scheduler, spec.fusion) != (config.space, config.cost.scheduler,
                                                      config.cost.fusion):

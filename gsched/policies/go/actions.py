@@ -69,6 +69,19 @@ class ActionSpace:
         if "fusion" in self.tasks and not fusion:
             raise ValueError("the policy decides fusion; run it with fusion on (--fusion)")
 
+    def search_genes(self, fusion: bool) -> str:
+        """The ``genes`` setting (:func:`gsched.search.common.freeze_genes`) under which a
+        search varies exactly this policy's genes and holds the others where the policy's
+        chromosomes (:func:`to_keys`) hold them; ``ValueError`` if no setting does (a policy
+        without placement, or one that leaves fusion on while not deciding it: its fusion
+        keys are 1, the frozen ones 0)."""
+        if "placement" not in self.tasks or ("fusion" in self.tasks) != bool(fusion) \
+                or self.tasks == ("placement", "fusion"):
+            raise ValueError(f"tasks {self.tasks} with fusion {'on' if fusion else 'off'}: a "
+                             f"search cannot be limited to these genes (placement, "
+                             f"placement+schedule without fusion, or all three with fusion)")
+        return {1: "placement", 2: "placement+schedule", 3: "all"}[len(self.tasks)]
+
 
 Actions = tuple  # one [N] int32 array per task of the ActionSpace, in its order
 
