@@ -136,8 +136,20 @@ def evaluate_order(graph: Graph, op_order, placement=None, num_devices: int = 1,
     check_duration_range(graph, params, num_devices)
     bucket = bucket or bucket_for(graph)
     padded = pad_graph(graph, bucket)
-    full_order = np.concatenate([op_order, np.arange(n, bucket.num_ops)])
-    full_placement = np.concatenate([placement, np.zeros(bucket.num_ops - n, np.int64)])
+    keys = order_chromosome(padded, op_order, placement, num_devices, fusion, fusion_keys)
+    return _evaluate_padded(graph, padded, bucket, keys, num_devices, params, None, scheduler,
+                            fusion)
+
+
+def order_chromosome(padded: PaddedGraph, op_order: np.ndarray, placement: np.ndarray,
+                     num_devices: int, fusion: bool = False, fusion_keys=None) -> jnp.ndarray:
+    """``[L]`` the chromosome (padded layout) :func:`evaluate_order` scores for the real ops'
+    ``op_order [n]`` (topological) and ``placement [n]``: :func:`order_keys`, then with
+    ``fusion`` the fusion keys ``fusion_keys [n]`` (default all 1, XLA-style greedy fusion),
+    0 for padding. Unchecked order and placement (``evaluate_order`` checks them)."""
+    n, slots = len(op_order), padded.bucket.num_ops
+    full_order = np.concatenate([op_order, np.arange(n, slots)])
+    full_placement = np.concatenate([placement, np.zeros(slots - n, np.int64)])
     keys = order_keys(padded, jnp.asarray(full_order, jnp.int32),
                       jnp.asarray(full_placement, jnp.int32), num_devices)
     if fusion:
@@ -145,11 +157,10 @@ def evaluate_order(graph: Graph, op_order, placement=None, num_devices: int = 1,
         if fusion_keys.shape != (n,) or not np.all((fusion_keys >= 0) & (fusion_keys <= 1)):
             raise ValueError(f"fusion_keys must be {n} keys in [0, 1]")
         keys = jnp.concatenate([keys, jnp.asarray(
-            np.concatenate([fusion_keys, np.zeros(bucket.num_ops - n)]), jnp.float32)])
+            np.concatenate([fusion_keys, np.zeros(slots - n)]), jnp.float32)])
     elif fusion_keys is not None:
         raise ValueError("fusion_keys need fusion=True")
-    return _evaluate_padded(graph, padded, bucket, keys, num_devices, params, None, scheduler,
-                            fusion)
+    return keys
 
 
 def _evaluate_padded(graph: Graph, padded: PaddedGraph, bucket: Bucket, keys, num_devices: int,
