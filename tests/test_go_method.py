@@ -3,6 +3,8 @@
 
 from __future__ import annotations
 
+import dataclasses
+import functools
 import json
 
 import jax
@@ -10,12 +12,15 @@ import numpy as np
 import pytest
 
 from gsched import methods
+from gsched.core.padding import batch_graphs, bucket_for
 from gsched.costmodel.params import CostParams
 from gsched.generators import layered_graph
 from gsched.infra.checkpoint import load_checkpoint
 from gsched.policies.go import training
 from gsched.policies.go.checkpoint import load_policy
-from gsched.policies.go.ppo import init_state, make_train_step
+from gsched.policies.go.ppo import ExecModel, init_state, make_train_step
+from gsched.policies.go.rollout import policy_search
+from gsched.search import brkga
 from tests.grids import slow_except
 
 TINY = ["steps=4", "batch_size=2", "checkpoint_every=2", "validate_every=2", "log_every=1",
@@ -144,6 +149,50 @@ def test_gdp_method_through_optimize_greedy_then_finetuned_and_sampled(gdp_run):
                            **run)
     assert all(r["temperature"] == 3.0 and r["evals_used"] == 15 for r in hot.results)
     assert [r["placement"] for r in hot.results] != [r["placement"] for r in tuned.results]
+
+
+def test_policy_seeded_brkga_is_brkga_seeded_with_the_policy_solution(gdp_run):
+    graphs = _graphs(2, seed=9)
+    cost = CostParams(latency=1.0, bandwidth=50.0)
+    net, spec, _ = load_policy(gdp_run, "gdp")
+    padded = batch_graphs(graphs, bucket_for(graphs))
+    search = functools.partial(policy_search, jax.random.key(3), net, padded, cost,
+                               space=spec.space, exec_model=ExecModel(2, "fifo"),
+                               config=spec.ppo, objective="runtime")
+    greedy = search(budget=1)
+    seeded = search(budget=40, decode="brkga")
+    by_hand = brkga.run_batch(jax.random.fold_in(jax.random.key(3), 1), padded,
+                              num_devices=2, budget=39, objective="runtime", cost_params=cost,
+                              seeds=greedy.best_keys[:, None], scheduler="fifo",
+                              genes="placement")
+    np.testing.assert_array_equal(seeded.best_value, by_hand.best_value)
+    np.testing.assert_array_equal(seeded.best_keys, by_hand.best_keys)
+    assert seeded.evals_used.tolist() == [40, 40]
+    assert np.all(np.asarray(seeded.best_value) <= np.asarray(greedy.best_value))
+    # nothing left after fine-tuning and its greedy decode: the greedy decode's result
+    tuned = {"budget": 6, "finetune_steps": 2}  # 1 + 2 iterations × 2 samples + 1
+    for x, y in zip(jax.tree.leaves(search(decode="brkga", **tuned)),
+                    jax.tree.leaves(search(**tuned))):
+        np.testing.assert_array_equal(np.asarray(x), np.asarray(y))
+
+
+def test_policy_seeded_brkga_through_optimize(gdp_run, go_run):
+    graphs = _graphs(2, seed=9)
+    for name, run, settings in [("gdp", gdp_run, dict(scheduler="fifo")),
+                                ("go", go_run, dict(scheduler="priority", fusion=True))]:
+        common = dict(num_devices=2, objective="runtime", **settings)
+        greedy = methods.optimize(name, graphs, budget=2, options={"checkpoint": str(run)},
+                                  **common)
+        seeded = methods.optimize(name, graphs, budget=30, options={
+            "checkpoint": str(run), "decode": "brkga", "finetune_steps": 1}, **common)
+        for g, s in zip(greedy.results, seeded.results):
+            assert s["evals_used"] == 30 and s["value"] <= g["value"]
+    spec = load_policy(go_run, "go")[1]
+    space = dataclasses.replace(spec.space, tasks=("placement",))
+    with pytest.raises(ValueError, match="cannot be limited to these genes"):
+        policy_search(jax.random.key(0), None, None, CostParams(), space=space,
+                      exec_model=ExecModel(2, "priority", True), config=spec.ppo,
+                      budget=10, objective="runtime", decode="brkga")
 
 
 def test_go_method_decides_fusion_and_needs_it(go_run):

@@ -4,7 +4,8 @@
 a :class:`PolicyRunner`: a traceable ``runner(key, graphs [B], cost_params, *, num_devices,
 budget, objective, scheduler, fusion)`` → :class:`~gsched.search.SearchResult`
 (:func:`gsched.policies.go.rollout.policy_search`: zero-shot greedy decoding, optional
-fine-tuning, sampling of the rest of the budget). Both take the execution model of SPEC §8
+fine-tuning, then the rest of the budget sampled or spent on BRKGA seeded with the policy's
+best solution: ``decode`` greedy / sample / brkga). Both take the execution model of SPEC §8
 (``exec_model``); a policy that decides fusion needs ``fusion`` on, and a placement policy
 places on the number of devices it was trained for (one-line errors otherwise).
 

@@ -12,7 +12,13 @@ fine-tuning gives each graph its own copy of the parameters):
    evaluations;
 3. the rest of the budget: ``decode="greedy"`` decodes greedily once more with the fine-tuned
    parameters (``rounds`` evaluations; nothing when ``K = 0``); ``decode="sample"`` spends
-   what is left in batches of ``samples`` sampled rollouts.
+   what is left in batches of ``samples`` sampled rollouts; ``decode="brkga"`` decodes as
+   ``"greedy"`` does, then spends every evaluation left on BRKGA (REGAL's defaults,
+   :func:`gsched.search.brkga.run_batch`) over the policy's genes
+   (:meth:`~gsched.policies.go.actions.ActionSpace.search_genes`), with the policy's best
+   solution as the first chromosome of its initial population (evaluated again and counted):
+   the policy-seeded BRKGA, whose result is never worse than the policy's (beyond the
+   papers).
 
 ``config.temperature`` (``T``; 1 unless set) is the sampling temperature of steps 2 and 3:
 rollouts draw from ``softmax(logits / T)`` and fine-tuning's PPO loss uses the same
@@ -43,9 +49,10 @@ from gsched.policies.go.ppo import (
     ppo_iteration,
     rollouts,
 )
+from gsched.search import brkga
 from gsched.search.common import SearchResult
 
-DECODINGS = ("greedy", "sample")
+DECODINGS = ("greedy", "sample", "brkga")
 
 
 def evaluations_needed(config: PPOConfig, decode: str, finetune_steps: int) -> int:
@@ -56,7 +63,7 @@ def evaluations_needed(config: PPOConfig, decode: str, finetune_steps: int) -> i
             or finetune_steps < 0:
         raise ValueError(f"finetune_steps must be an int >= 0, got {finetune_steps!r}")
     needed = config.rounds + finetune_steps * config.samples * config.rounds
-    if finetune_steps and decode == "greedy":
+    if finetune_steps and decode != "sample":
         needed += config.rounds
     return needed
 
@@ -73,6 +80,7 @@ def policy_search(key: jax.Array, net: PolicyNetwork, graphs, cost_params: CostP
                          f"{config.samples} samples × {config.rounds} rounds), the budget is "
                          f"{budget}")
     space.check_exec_model(exec_model.num_devices, exec_model.fusion)
+    genes = space.search_genes(exec_model.fusion) if decode == "brkga" else None
     config = dataclasses.replace(config, objective=objective)
     cost_params = jax.tree.map(lambda x: jnp.asarray(x, jnp.float32), cost_params)
     params, static = eqx.partition(net, eqx.is_array)
@@ -104,7 +112,7 @@ def policy_search(key: jax.Array, net: PolicyNetwork, graphs, cost_params: CostP
             (tuned, _, best), _ = jax.lax.scan(
                 iterate, (params, optimizer(config).init(params), best),
                 jax.random.split(keys[1], finetune_steps))
-            if decode == "greedy":
+            if decode != "sample":
                 _, best = rollouts(eqx.combine(tuned, static), graph, unit, keys[0], best,
                                    cost_params, samples=1, greedy=True, **settings)
         if chunks:
@@ -122,4 +130,11 @@ def policy_search(key: jax.Array, net: PolicyNetwork, graphs, cost_params: CostP
     count = graphs.op_mask.shape[0]
     best = jax.vmap(one)(graphs, jax.random.split(key, count))
     used = jnp.full(count, needed + chunks * per_rollout, jnp.int32)
-    return SearchResult(best.value, best.keys, best.evaluation, used)
+    if genes is None or budget == needed:
+        return SearchResult(best.value, best.keys, best.evaluation, used)
+    seeded = brkga.run_batch(jax.random.fold_in(key, 1), graphs, num_devices=exec_model.num_devices,
+                             budget=budget - needed, objective=objective, cost_params=cost_params,
+                             seeds=best.keys[:, None], scheduler=exec_model.scheduler,
+                             fusion=exec_model.fusion, genes=genes)
+    return SearchResult(seeded.best_value, seeded.best_keys, seeded.best_evaluation,
+                        used + seeded.evals_used)
