@@ -38,7 +38,7 @@ import jax
 
 from gsched import methods
 from gsched.core.graph import Graph
-from gsched.costmodel.params import check_cost_params
+from gsched.costmodel.params import CostParams, check_cost_params
 from gsched.harness.go_baselines import LINK_BANDWIDTH, LINK_LATENCY, PRESET
 from gsched.importers import import_jax, preset
 from gsched.infra.config import load_config
@@ -83,7 +83,14 @@ def graphs() -> dict[str, Graph]:
     return out
 
 
-def _pretrain(method: str, runs: Path) -> Path:
+def cost_params() -> CostParams:
+    """The link and device costs of every row (GO's baselines' settings)."""
+    device = preset(PRESET)
+    return check_cost_params(LINK_LATENCY, LINK_BANDWIDTH, hbm_bandwidth=device.hbm_bandwidth,
+                             launch_overhead=device.launch_overhead)
+
+
+def pretrained(method: str, runs: Path) -> Path:
     """The pre-trained policy export of ``method`` (trained here unless it exists)."""
     run = runs / method
     if not (run / POLICY_DIR).exists():
@@ -126,7 +133,7 @@ def rows(devices: int, budget: int, runs: Path) -> list[Row]:
                        Row("SA pl+sch+fu", "go", "annealing", (("chains", 32),)),
                        Row("BRKGA pl+sch+fu", "go", "brkga")]
         if devices == PRETRAINED_D:
-            path = str(_pretrain(method, runs))
+            path = str(pretrained(method, runs))
             result += [Row(f"{method.upper()} zero-shot", method, method,
                            (("checkpoint", path),)),
                        Row(f"{method.upper()} fine-tuned ({FINETUNE_STEPS} it.)", method, method,
@@ -150,9 +157,7 @@ def run(out: Path, budget: int = 500, devices: tuple[int, ...] = (PRETRAINED_D,)
     path = out / "results.jsonl"
     done = {r["key"]: r for r in read_jsonl(path)} if path.exists() else {}
     named = graphs()
-    dev = preset(PRESET)
-    cost = check_cost_params(LINK_LATENCY, LINK_BANDWIDTH, hbm_bandwidth=dev.hbm_bandwidth,
-                             launch_overhead=dev.launch_overhead)
+    cost = cost_params()
     start = time.perf_counter()
     ordered = {}
     for d in devices:
