@@ -124,6 +124,7 @@ def main(argv: list[str] | None = None) -> int:
             values = run_graph(method, graph, checkpoint, num_devices=go_gdp.PRETRAINED_D,
                                budget=args.budget, seeds=list(args.seeds))
             results.setdefault(method, {})[name] = values
+            methods.release_compiled(only_if_crowded=True)
             log(f"{method} {name}: " + ", ".join(f"{row} {v.mean():.4g}"
                                                  for row, v in values.items())
                 + f"; elapsed {(time.perf_counter() - start) / 60:.1f} min")
