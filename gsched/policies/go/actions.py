@@ -73,8 +73,8 @@ class ActionSpace:
         """The ``genes`` setting (:func:`gsched.search.common.freeze_genes`) under which a
         search varies exactly this policy's genes and holds the others where the policy's
         chromosomes (:func:`to_keys`) hold them; ``ValueError`` if no setting does (a policy
-        without placement, or one that leaves fusion on while not deciding it: its fusion
-        keys are 1, the frozen ones 0)."""
+        without placement, one deciding fusion but not scheduling, or one that leaves fusion
+        on while not deciding it: its fusion keys are 1, the frozen ones 0)."""
         if "placement" not in self.tasks or ("fusion" in self.tasks) != bool(fusion) \
                 or self.tasks == ("placement", "fusion"):
             raise ValueError(f"tasks {self.tasks} with fusion {'on' if fusion else 'off'}: a "
