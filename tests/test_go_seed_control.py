@@ -20,13 +20,15 @@ def test_every_row_runs_and_the_seeded_runs_keep_their_seeds(method, tmp_path):
                                        seeds=[0, 1])
     assert list(values) == list(go_seed_control.ROWS)
     assert all(v.shape == (2,) and np.all(np.isfinite(v)) for v in values.values())
-    assert np.all(values["policy-seeded BRKGA"] <= values["policy zero-shot"])
+    for row in ("policy-seeded BRKGA", "policy- and METIS-seeded BRKGA"):
+        assert np.all(values[row] <= values["policy zero-shot"])
     scheduler, fusion = go_gdp.SETTINGS[method]
     if method == "go":  # every gene searched: the seed is METIS + greedy fusion itself
         metis = methods.optimize("metis", [graph], num_devices=2, budget=1, objective="runtime",
                                  cost_params=go_gdp.cost_params(), scheduler=scheduler,
                                  fusion=fusion).results[0]["runtime"]
         assert np.all(values["METIS-seeded BRKGA"] <= metis)
+        assert np.all(values["policy- and METIS-seeded BRKGA"] <= metis)
     text = go_seed_control.report({method: {"g": values}}, {"g": 14}, 2, 30, [0, 1])
     assert f"| {method.upper()} | METIS-seeded BRKGA |" in text
     assert text.count(f"| {method.upper()} |") == len(go_seed_control.ROWS) + 1

@@ -17,7 +17,9 @@ evaluations per graph and run:
   METIS's chromosome (its placement and order; with fusion, XLA-style greedy fusion: the
   solution of the tables' "METIS + greedy fusion" row), one evaluation for METIS and the rest
   for BRKGA (over placement only, the order's priorities are frozen at 0.5 as the policy's
-  are).
+  are);
+* ``policy- and METIS-seeded BRKGA`` — both seeds (the greedy decode's evaluations, one for
+  METIS, the rest for BRKGA): does the policy add anything to METIS?
 
 Every BRKGA run of a (graph, seed) uses the key the method gives its BRKGA
 (``fold_in(PRNGKey(seed), 1)``), so the three differ only in their seed chromosome. Prints (and
@@ -32,6 +34,7 @@ import time
 from pathlib import Path
 
 import jax
+import jax.numpy as jnp
 import numpy as np
 
 from gsched import methods
@@ -42,22 +45,30 @@ from gsched.harness import go_gdp
 from gsched.harness.benchmarks import parse_int_list
 from gsched.infra.progress import log
 from gsched.policies.go.checkpoint import load_policy
+from gsched.policies.go.ppo import ExecModel
+from gsched.policies.go.rollout import policy_search
 from gsched.search import brkga
 
-ROWS = ("BRKGA", "policy zero-shot", "policy-seeded BRKGA", "METIS-seeded BRKGA")
+ROWS = ("BRKGA", "policy zero-shot", "policy-seeded BRKGA", "METIS-seeded BRKGA",
+        "policy- and METIS-seeded BRKGA")
 
 
 def run_graph(method: str, graph, checkpoint: Path, *, num_devices: int, budget: int,
               seeds: list[int]) -> dict[str, np.ndarray]:
     """``{row: [S] step times}`` of one graph (module docstring)."""
     scheduler, fusion = go_gdp.SETTINGS[method]
-    _, spec, _ = load_policy(checkpoint, method)
+    net, spec, _ = load_policy(checkpoint, method)
     genes = spec.space.search_genes(fusion)
     cost = go_gdp.cost_params()
     padded = batch_graphs([graph], bucket_for([graph]))
     order, placement, *_ = PLACEMENT_BASELINES["metis"][1](graph, num_devices, 0)
     metis = order_chromosome(pad_graph(graph, padded.bucket), order, placement, num_devices,
                              fusion)
+    rounds = spec.ppo.rounds
+    greedy = jax.jit(lambda k, g: policy_search(
+        k, net, g, cost, space=spec.space, exec_model=ExecModel(num_devices, scheduler, fusion),
+        config=spec.ppo, budget=rounds, objective="runtime").best_keys)
+    both = jnp.stack([greedy(jax.random.PRNGKey(0), padded)[0], metis])[None]
     common = dict(num_devices=num_devices, objective="runtime", scheduler=scheduler,
                   fusion=fusion)
     out = {row: [] for row in ROWS}
@@ -78,6 +89,7 @@ def run_graph(method: str, graph, checkpoint: Path, *, num_devices: int, budget:
         out["policy zero-shot"].append(policy())
         out["policy-seeded BRKGA"].append(policy(decode="brkga"))
         out["METIS-seeded BRKGA"].append(search(budget - 1, metis[None, None]))
+        out["policy- and METIS-seeded BRKGA"].append(search(budget - rounds - 1, both))
     return {row: np.asarray(values) for row, values in out.items()}
 
 
