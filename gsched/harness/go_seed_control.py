@@ -22,7 +22,7 @@ evaluations per graph and run:
   METIS, the rest for BRKGA): does the policy add anything to METIS?
 
 Every BRKGA run of a (graph, seed) uses the key the method gives its BRKGA
-(``fold_in(PRNGKey(seed), 1)``), so the three differ only in their seed chromosome. Prints (and
+(``fold_in(PRNGKey(seed), 1)``), so the four differ only in their seeds and budgets. Prints (and
 writes, with ``--out``) each row's step time (µs) per graph, the mean over seeds, and the
 (graph, seed) pairs where the policy-seeded run beats the METIS-seeded one.
 """
