@@ -89,7 +89,7 @@ class Search:
 CHECKPOINT = Option("checkpoint", str, "learned methods: checkpoint directory (default: the "
                                        "shipped one for the objective)")
 DECODE = Option("decode", str, "learned methods: greedy, sample or beam; gdp / go also brkga "
-                                  "(the rest of the budget: BRKGA seeded with the policy's best)")
+                               "(the rest of the budget: BRKGA seeded with the policy's best)")
 TIME_LIMIT = Option("time_limit", float, "exact solvers: time limit in seconds")
 GENES = Option("genes", str, "searches: the chromosome parts searched: all (default), "
                              "placement+schedule (no fusion) or placement (GO's pl / pl+sch / "
