@@ -65,10 +65,11 @@ def run_graph(method: str, graph, checkpoint: Path, *, num_devices: int, budget:
     metis = order_chromosome(pad_graph(graph, padded.bucket), order, placement, num_devices,
                              fusion)
     rounds = spec.ppo.rounds
-    greedy = jax.jit(lambda k, g: policy_search(
+    # the greedy decode does not depend on the key: one gives the zero-shot row and a seed
+    zero_shot = jax.jit(lambda k, g: policy_search(
         k, net, g, cost, space=spec.space, exec_model=ExecModel(num_devices, scheduler, fusion),
-        config=spec.ppo, budget=rounds, objective="runtime").best_keys)
-    both = jnp.stack([greedy(jax.random.PRNGKey(0), padded)[0], metis])[None]
+        config=spec.ppo, budget=rounds, objective="runtime"))(jax.random.PRNGKey(0), padded)
+    both = jnp.stack([zero_shot.best_keys[0], metis])[None]
     common = dict(num_devices=num_devices, objective="runtime", scheduler=scheduler,
                   fusion=fusion)
     out = {row: [] for row in ROWS}
@@ -79,15 +80,12 @@ def run_graph(method: str, graph, checkpoint: Path, *, num_devices: int, budget:
             return float(brkga.run_batch(key, padded, budget=seeded_budget, cost_params=cost,
                                          seeds=seed_keys, genes=genes, **common).best_value[0])
 
-        def policy(**options):
-            outcome = methods.optimize(method, [graph], budget=budget, cost_params=cost,
-                                       seed=seed, options={"checkpoint": str(checkpoint),
-                                                           **options}, **common)
-            return outcome.results[0]["runtime"]
-
         out["BRKGA"].append(search(budget))
-        out["policy zero-shot"].append(policy())
-        out["policy-seeded BRKGA"].append(policy(decode="brkga"))
+        out["policy zero-shot"].append(float(zero_shot.best_value[0]))
+        out["policy-seeded BRKGA"].append(methods.optimize(
+            method, [graph], budget=budget, cost_params=cost, seed=seed,
+            options={"checkpoint": str(checkpoint), "decode": "brkga"},
+            **common).results[0]["runtime"])
         out["METIS-seeded BRKGA"].append(search(budget - 1, metis[None, None]))
         out["policy- and METIS-seeded BRKGA"].append(search(budget - rounds - 1, both))
     return {row: np.asarray(values) for row, values in out.items()}
