@@ -168,3 +168,28 @@ def test_needs_a_batch():
     from gsched.core.padding import pad_graph
     with pytest.raises(ValueError, match="leading"):
         run_batch(jax.random.key(0), pad_graph(GRAPHS[0], BUCKET), num_devices=2, budget=10)
+
+
+def test_seeds_are_the_chains_starts():
+    """Chain ``c`` starts from seed ``c mod S``: with one step (budget = chains) the result is
+    the best seed; with more, never worse than it; too many seeds or a bad shape are refused."""
+    graphs = batch_graphs(GRAPHS, BUCKET)
+    length = BUCKET.chromosome_length(2)
+    seeds = np.random.default_rng(0).random((2, 3, length), np.float32)
+    values = np.asarray(score(evaluate_batch(graphs, seeds, PARAMS, num_devices=2), "runtime",
+                              PARAMS))
+    common = dict(num_devices=2, objective="runtime", cost_params=PARAMS, chains=4,
+                  seeds=seeds)
+    first = run_batch(jax.random.key(0), graphs, budget=4, **common)
+    np.testing.assert_allclose(np.asarray(first.best_value), values.min(axis=1), rtol=1e-6)
+    longer = run_batch(jax.random.key(0), graphs, budget=80, **common)
+    assert np.all(np.asarray(longer.best_value) <= np.asarray(first.best_value))
+    shared = run_batch(jax.random.key(0), graphs, budget=4, **common | {"seeds": seeds[0]})
+    same = np.broadcast_to(seeds[0], seeds.shape)  # [S, L]: every graph's seeds
+    np.testing.assert_allclose(np.asarray(shared.best_value), np.asarray(score(evaluate_batch(
+        graphs, same, PARAMS, num_devices=2), "runtime", PARAMS)).min(axis=1), rtol=1e-6)
+    with pytest.raises(ValueError, match=r"5 seeds do not fit: at most 4 \(one per chain"):
+        run_batch(jax.random.key(0), graphs, budget=80, **common | {
+            "seeds": np.zeros((5, length), np.float32)})
+    with pytest.raises(ValueError, match="seeds must have shape"):
+        run_batch(jax.random.key(0), graphs, budget=80, **common | {"seeds": seeds[..., 1:]})

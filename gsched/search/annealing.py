@@ -10,7 +10,9 @@ chromosome like every other optimizer's: :func:`run_batch` returns the same
 **Chains.** ``chains`` independent Metropolis chains per graph run side by side: every step
 proposes one move per chain and scores all ``[B, chains]`` proposals with ONE
 :func:`~gsched.search.common.scored_batch` call inside a ``lax.scan`` (so one cost-model
-instance is compiled). Each chain starts from a uniform random chromosome.
+instance is compiled). Each chain starts from a uniform random chromosome or, given ``seeds
+[S, L]`` (or ``[B, S, L]``, ``S ≤`` the number of chains), chain ``c`` starts from seed
+``c mod S``: annealing from known solutions (``--seed-from``), never worse than the best seed.
 
 **Budget** (as in :mod:`gsched.search.random`): every evaluation counts, the initial chromosomes
 included. With ``K = min(chains, budget)`` chains, step 0 evaluates the ``K`` initial
@@ -80,7 +82,9 @@ from gsched.costmodel.params import (
 )
 from gsched.search.common import (
     SearchResult,
+    batch_seeds,
     check_genes,
+    check_seeds,
     freeze_genes,
     no_best,
     scored_batch,
@@ -196,7 +200,8 @@ def run_batch(key: jax.Array, graphs: PaddedGraph, *, num_devices: int, budget: 
               objective: str = "peak_memory", cost_params: CostParams = CostParams(),
               scheduler: str = "list", fusion: bool = False, genes: str = "all",
               chains: int = 8, initial_temperature: float = DEFAULT_INITIAL_TEMPERATURE,
-              final_temperature: float = DEFAULT_FINAL_TEMPERATURE) -> SearchResult:
+              final_temperature: float = DEFAULT_FINAL_TEMPERATURE,
+              seeds: jnp.ndarray | None = None) -> SearchResult:
     """Simulated annealing on graphs with a leading ``[B]`` axis, ``budget`` evaluations each.
 
     Args:
@@ -212,6 +217,8 @@ def run_batch(key: jax.Array, graphs: PaddedGraph, *, num_devices: int, budget: 
       chains: independent Metropolis chains per graph (``min(chains, budget)`` run).
       initial_temperature, final_temperature: the relative temperature ``t`` of the first and
         the last move step (finite, ``> 0``, initial ``≥`` final; Python floats, static).
+      seeds: ``[S, L]`` or ``[B, S, L]`` known chromosomes (padded layout), the chains' starts
+        (chain ``c`` from seed ``c mod S``; ``S ≤ min(chains, budget)``).
 
     Returns a :class:`~gsched.search.common.SearchResult` (leading ``[B]``, padded layout).
     See the module docstring.
@@ -227,6 +234,7 @@ def run_batch(key: jax.Array, graphs: PaddedGraph, *, num_devices: int, budget: 
     batch = graphs.op_mask.shape[0]
     length = bucket.chromosome_length(num_devices, fusion)
     size = min(int(chains), int(budget))
+    check_seeds(seeds, length, batch, size, "one per chain: min(chains, budget)")
     steps = -(-int(budget) // size)
     span = max(steps - 2, 1)  # move steps are 1 … steps − 1: t goes t0 → tf over them
     log_ratio = math.log(final_temperature / initial_temperature)
@@ -240,9 +248,13 @@ def run_batch(key: jax.Array, graphs: PaddedGraph, *, num_devices: int, budget: 
                             objective=objective, scheduler=scheduler, fusion=fusion)
 
     graph_keys = jax.random.split(key, batch)
-    k_init = jax.vmap(lambda k: jax.random.split(jax.random.fold_in(k, 0), size))(graph_keys)
-    initial = jax.vmap(jax.vmap(lambda k: _initial(k, bucket.num_ops, bucket.num_tensors,
-                                                   num_devices, fusion)))(k_init)
+    if seeds is None:
+        k_init = jax.vmap(lambda k: jax.random.split(jax.random.fold_in(k, 0), size))(graph_keys)
+        initial = jax.vmap(jax.vmap(lambda k: _initial(k, bucket.num_ops, bucket.num_tensors,
+                                                       num_devices, fusion)))(k_init)
+    else:
+        seeds = batch_seeds(seeds, batch)
+        initial = seeds[:, jnp.arange(size) % seeds.shape[1]]
     step_keys = jax.vmap(lambda k: jax.random.split(jax.random.fold_in(k, 1), steps))(graph_keys)
 
     propose = functools.partial(_propose, num_devices=num_devices, kinds=kinds)

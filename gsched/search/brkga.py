@@ -80,7 +80,10 @@ from gsched.costmodel.params import (
 )
 from gsched.search.common import (
     SearchResult,
+    batch_seeds,
     check_genes,
+    check_seeds,
+    concrete,
     freeze_genes,
     no_best,
     scored_batch,
@@ -490,8 +493,7 @@ def _search(key, graphs: PaddedGraph, params: BRKGAParams, cost_params: CostPara
     length = graphs.bucket.chromosome_length(num_devices, fusion)
     params = jax.tree.map(lambda x: jnp.broadcast_to(x.astype(jnp.float32), (b, length)), params)
     if seeds is not None:
-        seeds = jnp.asarray(seeds, jnp.float32)
-        seeds = jnp.broadcast_to(seeds, (b,) + seeds.shape[-2:])
+        seeds = batch_seeds(seeds, b)
     budget = jnp.asarray(budget, jnp.int32)
 
     step_keys = jax.vmap(lambda key: jax.random.split(key, num_steps))(keys)  # [B, S]
@@ -584,14 +586,6 @@ _search_jit = jax.jit(_search, static_argnames=(
 # --- Public entry points (host-side validation, then the jitted search) ------------------
 
 
-def _concrete(x) -> np.ndarray | None:
-    """``x`` as numpy when it holds values (not a tracer), else None."""
-    if any(isinstance(leaf, jax.core.Tracer) for leaf in jax.tree.leaves(x)):
-        return None
-    return np.asarray(x)
-
-
-
 def _check_static(config, budget, num_devices, objective, chunk) -> None:
     if not isinstance(config, BRKGAConfig):
         raise TypeError(f"config must be a BRKGAConfig, got {type(config).__name__}")
@@ -620,35 +614,23 @@ def _check_params(params, length: int, batch: int | None) -> None:
             want = f"[{length}]" + ("" if batch is None else f" or [{batch}, {length}]")
             raise ValueError(f"BRKGAParams.{name} has shape {shape}, expected {want} (the "
                              "padded chromosome length N·D + N + T·D of the graph's bucket)")
-        concrete = _concrete(value)
-        if concrete is None:
+        values = concrete(value)
+        if values is None:
             continue
         if name == "elite_bias":
-            bad, what = ~((concrete >= 0) & (concrete <= 1)), "in [0, 1]"
+            bad, what = ~((values >= 0) & (values <= 1)), "in [0, 1]"
         else:
-            bad, what = ~((concrete > 0) & np.isfinite(concrete)), "finite and > 0"
+            bad, what = ~((values > 0) & np.isfinite(values)), "finite and > 0"
         if bad.any():
             i = tuple(int(x) for x in np.argwhere(bad)[0])
-            raise ValueError(f"BRKGAParams.{name}{list(i)} = {concrete[i]} must be {what}")
+            raise ValueError(f"BRKGAParams.{name}{list(i)} = {values[i]} must be {what}")
 
 
 def _check_seeds(seeds, length: int, budget: int, config: BRKGAConfig,
                  batch: int | None) -> None:
-    if seeds is None:
-        return
-    shape = np.shape(seeds)
-    ok = (len(shape) == 2 or (batch is not None and len(shape) == 3 and shape[0] == batch))
-    if not ok or shape[-1] != length:
-        want = f"[S, {length}]" + ("" if batch is None else f" or [{batch}, S, {length}]")
-        raise ValueError(f"seeds must have shape {want} (padded layout, see gsched.pad_keys), "
-                         f"got {shape}")
-    most = min(budget, config.initial_evals)
-    if shape[-2] > most:
-        raise ValueError(f"{shape[-2]} seeds do not fit: only min(budget, num_populations * "
-                         f"population_size) = {most} initial chromosomes are evaluated")
-    concrete = _concrete(seeds)
-    if concrete is not None and not np.all((concrete >= 0) & (concrete <= 1)):
-        raise ValueError("seed keys must be finite and in [0, 1]")
+    check_seeds(seeds, length, batch, min(budget, config.initial_evals),
+                "min(budget, num_populations * population_size): the initial chromosomes "
+                "evaluated")
 
 
 def _check_pinned(pinned, shape: tuple[int, ...]) -> None:

@@ -1,4 +1,4 @@
-"""Pieces shared by the budgeted searches (BRKGA, random search, local search).
+"""Pieces shared by the budgeted searches (BRKGA, random search, local search, annealing).
 
 Each search scores batches of chromosomes per graph (``[B, K, L]``) and keeps, per graph, the
 best value, its chromosome and its :class:`~gsched.costmodel.evaluate.Evaluation` as it goes, so the
@@ -11,6 +11,7 @@ from typing import NamedTuple
 
 import jax
 import jax.numpy as jnp
+import numpy as np
 
 from gsched.core.padding import Bucket, PaddedGraph
 from gsched.costmodel.evaluate import Evaluation, evaluate_batch, score
@@ -34,6 +35,38 @@ class Best(NamedTuple):
     value: jnp.ndarray  # [B] float32, +inf before the first evaluation
     keys: jnp.ndarray  # [B, L]
     evaluation: Evaluation  # leading [B]
+
+
+def concrete(x) -> np.ndarray | None:
+    """``x`` as numpy when it holds values (not a tracer), else None."""
+    if any(isinstance(leaf, jax.core.Tracer) for leaf in jax.tree.leaves(x)):
+        return None
+    return np.asarray(x)
+
+
+def check_seeds(seeds, length: int, batch: int | None, most: int, room: str) -> None:
+    """Known chromosomes a search starts from: ``[S, L]`` (shared) or, with ``batch``,
+    ``[B, S, L]``, in the padded layout; ``1 <= S <= most`` (``room`` says what bounds it) and keys
+    in ``[0, 1]`` when concrete. ``ValueError`` naming the problem otherwise."""
+    if seeds is None:
+        return
+    shape = np.shape(seeds)
+    ok = (len(shape) == 2 or (batch is not None and len(shape) == 3 and shape[0] == batch))
+    if not ok or shape[-1] != length:
+        want = f"[S, {length}]" + ("" if batch is None else f" or [{batch}, S, {length}]")
+        raise ValueError(f"seeds must have shape {want} (padded layout, see gsched.pad_keys), "
+                         f"got {shape}")
+    if not 1 <= shape[-2] <= most:
+        raise ValueError(f"{shape[-2]} seeds do not fit: at most {most} ({room})")
+    values = concrete(seeds)
+    if values is not None and not np.all((values >= 0) & (values <= 1)):
+        raise ValueError("seed keys must be finite and in [0, 1]")
+
+
+def batch_seeds(seeds, batch: int) -> jnp.ndarray:
+    """Checked seeds (:func:`check_seeds`) as float32 ``[B, S, L]``."""
+    seeds = jnp.asarray(seeds, jnp.float32)
+    return jnp.broadcast_to(seeds, (batch,) + seeds.shape[-2:])
 
 
 def scored_batch(graphs: PaddedGraph, keys: jnp.ndarray, cost_params: CostParams, *,

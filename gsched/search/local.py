@@ -11,7 +11,9 @@ chromosome like every other optimizer's and :func:`run_batch` is a drop-in repla
 **Start / restart.** A uniform random chromosome: its placement is uniform over devices and its
 decoded schedule a random topological order (the paper's "topological sort order of the ops,
 [...] placement selects devices uniformly randomly"). Transfer priorities stay as drawn; no
-move changes them.
+move changes them. Given ``seeds [S, L]`` (or ``[B, S, L]``; ``--seed-from``), the first ``S``
+starts are the seeds in turn (the first start, then the first ``S − 1`` restarts), later
+restarts random: local search from known solutions, never worse than the best seed reached.
 
 **Moves** (only real ops, ``graphs.op_mask``; genes of padded ops/tensors are never touched):
 
@@ -78,7 +80,9 @@ from gsched.costmodel.params import (
 )
 from gsched.search.common import (
     SearchResult,
+    batch_seeds,
     check_genes,
+    check_seeds,
     freeze_genes,
     no_best,
     scored_batch,
@@ -91,7 +95,7 @@ __all__ = ["LocalSearchStats", "run_batch", "run_batch_with_stats", "neighbours_
 class LocalSearchStats(NamedTuple):
     """Per graph ``[B]`` diagnostics of one run."""
 
-    restarts: jnp.ndarray  # int32 starts from a fresh random chromosome (the first included)
+    restarts: jnp.ndarray  # int32 starts, the first included (random or a seed)
     moves: jnp.ndarray  # int32 accepted (strictly improving) moves
     steps: jnp.ndarray  # int32 steps run (each ``K`` evaluations, the last maybe truncated)
 
@@ -161,8 +165,8 @@ def neighbours_of(key: jax.Array, keys: jnp.ndarray, op_mask: jnp.ndarray, num_d
     return out
 
 
-def _search(key, graphs: PaddedGraph, cost_params: CostParams, budget, device_move_prob, *,
-            num_devices: int, objective: str, size: int, steps: int, patience: int,
+def _search(key, graphs: PaddedGraph, cost_params: CostParams, budget, device_move_prob, seeds,
+            *, num_devices: int, objective: str, size: int, steps: int, patience: int,
             scheduler: str, fusion: bool, genes: str):
     b = graphs.op_mask.shape[0]
     length = graphs.bucket.chromosome_length(num_devices, fusion)
@@ -179,9 +183,13 @@ def _search(key, graphs: PaddedGraph, cost_params: CostParams, budget, device_mo
         return scored_batch(graphs, x, cost_params, num_devices=num_devices,
                             objective=objective, scheduler=scheduler, fusion=fusion)
 
-    def propose(k, current, restart, op_mask):
+    def propose(k, current, restart, op_mask, starts, own_seeds):
         k_start, k_moves = jax.random.split(k)
         start = jax.random.uniform(k_start, (length,), jnp.float32)
+        if own_seeds is not None:  # start number `starts` is a seed while there are any
+            count = own_seeds.shape[0]
+            seeded = own_seeds[jnp.minimum(starts, count - 1)]
+            start = jnp.where(starts < count, seeded, start)
         base = freeze(jnp.where(restart, start, current))
         moves = freeze(neighbours_of(k_moves, base, op_mask, num_devices, size,
                                      device_move_prob, fusion))
@@ -192,7 +200,8 @@ def _search(key, graphs: PaddedGraph, cost_params: CostParams, budget, device_mo
     def step(carry, xs):
         current, value, fails, restart, best, restarts, moves_made = carry
         i, keys_i = xs
-        base, candidates = jax.vmap(propose)(keys_i, current, restart, graphs.op_mask)
+        base, candidates = jax.vmap(propose)(keys_i, current, restart, graphs.op_mask,
+                                             restarts, seeds)
         evaluation, values = evaluate(candidates)  # [B, K]
         values = jnp.where((i * size + slot < budget)[None, :], values, jnp.inf)
 
@@ -210,6 +219,7 @@ def _search(key, graphs: PaddedGraph, cost_params: CostParams, budget, device_mo
         return (current, value, fails, fails >= patience, best, restarts + restart,
                 moves_made + improve), None
 
+    seeds = None if seeds is None else batch_seeds(seeds, b)
     zeros = jnp.zeros(b, jnp.int32)
     carry = (jnp.zeros((b, length), jnp.float32), jnp.full(b, jnp.inf, jnp.float32), zeros,
              jnp.ones(b, bool), no_best(evaluate, b, length), zeros, zeros)
@@ -229,7 +239,8 @@ def run_batch_with_stats(key: jax.Array, graphs: PaddedGraph, *, num_devices: in
                          objective: str = "peak_memory",
                          cost_params: CostParams = CostParams(), neighbours: int = 64,
                          patience: int = 1, device_move_prob: float = 0.5,
-                         scheduler: str = "list", fusion: bool = False, genes: str = "all"
+                         scheduler: str = "list", fusion: bool = False, genes: str = "all",
+                         seeds: jnp.ndarray | None = None
                          ) -> tuple[SearchResult, LocalSearchStats]:
     """:func:`run_batch` plus per-graph :class:`LocalSearchStats` (restarts, accepted moves)."""
     if not isinstance(graphs, PaddedGraph) or np.ndim(graphs.op_mask) != 2:
@@ -245,9 +256,12 @@ def run_batch_with_stats(key: jax.Array, graphs: PaddedGraph, *, num_devices: in
         raise ValueError(f"device_move_prob must be in [0, 1], got {device_move_prob!r}")
     size = min(int(neighbours), int(budget))
     steps = -(-int(budget) // size)
+    check_seeds(seeds, graphs.bucket.chromosome_length(num_devices, fusion),
+                np.shape(graphs.op_mask)[0], steps, "one per start: ceil(budget / neighbours)")
     cost_params = CostParams(*(jnp.asarray(x, jnp.float32) for x in cost_params))
     return _search_jit(key, graphs, cost_params, np.int32(budget),
-                       jnp.asarray(device_move_prob, jnp.float32), num_devices=int(num_devices),
+                       jnp.asarray(device_move_prob, jnp.float32), seeds,
+                       num_devices=int(num_devices),
                        objective=objective, size=size, steps=steps, patience=int(patience),
                        scheduler=scheduler, fusion=fusion, genes=genes)
 
@@ -256,7 +270,7 @@ def run_batch(key: jax.Array, graphs: PaddedGraph, *, num_devices: int, budget: 
               objective: str = "peak_memory", cost_params: CostParams = CostParams(),
               neighbours: int = 64, patience: int = 1,
               device_move_prob: float = 0.5, scheduler: str = "list", fusion: bool = False,
-              genes: str = "all") -> SearchResult:
+              genes: str = "all", seeds: jnp.ndarray | None = None) -> SearchResult:
     """Local search with random restarts on graphs with a leading ``[B]`` axis.
 
     Args:
@@ -273,6 +287,8 @@ def run_batch(key: jax.Array, graphs: PaddedGraph, *, num_devices: int, budget: 
       scheduler, fusion: the cost model's static settings; with ``fusion`` chromosomes carry
         fusion keys and a third of the moves flip one.
       genes: the chromosome parts searched (:func:`gsched.search.common.freeze_genes`).
+      seeds: ``[S, L]`` or ``[B, S, L]`` known chromosomes (padded layout): the first ``S``
+        starts (``S ≤ ceil(budget / neighbours)``).
 
     Returns a :class:`gsched.search.SearchResult` (leading ``[B]``), as
     :func:`gsched.search.random.run_batch` does. See the module docstring.
@@ -281,4 +297,4 @@ def run_batch(key: jax.Array, graphs: PaddedGraph, *, num_devices: int, budget: 
                                 objective=objective, cost_params=cost_params,
                                 neighbours=neighbours, patience=patience,
                                 device_move_prob=device_move_prob, scheduler=scheduler,
-                                fusion=fusion, genes=genes)[0]
+                                fusion=fusion, genes=genes, seeds=seeds)[0]
