@@ -24,8 +24,8 @@ from gsched.baselines import EVALUATIONS, HEURISTICS, cpsat, dp, ordering, progr
 from gsched.baselines.heuristics import single_device
 from gsched.baselines.placement import PLACEMENT_BASELINES
 from gsched.core.graph import Graph, topological_order
-from gsched.core.padding import batch_graphs, bucket_for
-from gsched.costmodel.host import evaluate_order, evaluation_to_dict
+from gsched.core.padding import batch_graphs, bucket_for, pad_graph
+from gsched.costmodel.host import evaluate_order, evaluation_to_dict, order_chromosome
 from gsched.costmodel.params import (
     CostParams,
     check_cost_params,
@@ -36,7 +36,7 @@ from gsched.costmodel.params import (
 )
 from gsched.infra import resources
 from gsched.policies import go, regal, topoformer
-from gsched.registry import GENES, TIME_LIMIT, Method, Option, Search
+from gsched.registry import GENES, SEED_FROM, TIME_LIMIT, Method, Option, Search
 from gsched.search import annealing, brkga
 from gsched.search import local as local_search
 from gsched.search import random as random_search
@@ -79,19 +79,20 @@ CHAINS = Option("chains", int, "annealing: independent Metropolis chains per gra
 # genes).
 _BUILT_IN: dict[str, Method] = {
     "brkga": Method("BRKGA with REGAL's defaults (uniform genes, elite bias 0.7)", "search",
-                    _brkga(brkga.run_batch, config=brkga.BRKGAConfig()), options=(GENES,),
-                    exec_model=True),
+                    _brkga(brkga.run_batch, config=brkga.BRKGAConfig()),
+                    options=(GENES, SEED_FROM), exec_model=True),
     "tuned_brkga": Method("BRKGA with the grid-searched setting of the objective "
                           "(gsched/search/tuned_brkga.json)", "search",
-                          _brkga(tuning.tuned_run_batch), options=(GENES,), exec_model=True),
+                          _brkga(tuning.tuned_run_batch), options=(GENES, SEED_FROM),
+                          exec_model=True),
     "random": Method("random search: the best of the budget's uniform chromosomes", "search",
                      _searched(random_search.run_batch), options=(GENES,), exec_model=True),
     "local_search": Method("local search: sampled best one-step device/order/fusion moves, "
                            "restarts", "search", _searched(local_search.run_batch),
-                           options=(GENES,), exec_model=True),
+                           options=(GENES, SEED_FROM), exec_model=True),
     "annealing": Method("simulated annealing (GO's SA baseline): Metropolis chains of one-op "
                         "device/priority/fusion moves", "search",
-                        _searched(annealing.run_batch), options=(GENES, CHAINS),
+                        _searched(annealing.run_batch), options=(GENES, CHAINS, SEED_FROM),
                         exec_model=True),
 }
 _BASELINES: dict[str, Method] = {
@@ -220,42 +221,87 @@ def _row(graph: Graph, fields: dict, objective: str, evals_used: int, info=None)
             "num_tensors": graph.num_tensors, **fields, **(info or {})}
 
 
-def _placement(mesh: jax.sharding.Mesh | None, batch: int):
-    """Where (key, graphs, cost params) go: the default device, or ``mesh``'s devices, so the
-    jitted search runs SPMD: the graphs' leading axis split over the mesh's first axis when
-    ``batch`` divides evenly, else replicated (each evaluation then splits its chromosomes,
-    ``evaluate_batch``); the rest replicated."""
+def _placement(mesh: jax.sharding.Mesh | None, batch: int, seeded: bool):
+    """Where (key, graphs, cost params[, seeds]) go: the default device, or ``mesh``'s
+    devices, so the jitted search runs SPMD: the graphs' (and seeds') leading axis split over
+    the mesh's first axis when ``batch`` divides evenly, else replicated (each evaluation then
+    splits its chromosomes, ``evaluate_batch``); the rest replicated."""
     if mesh is None:
         return None
     axis = mesh.axis_names[0]
     replicated = jax.sharding.NamedSharding(mesh, jax.sharding.PartitionSpec())
-    if batch % mesh.shape[axis]:
-        return (replicated, replicated, replicated)
-    split = jax.sharding.NamedSharding(mesh, jax.sharding.PartitionSpec(axis))
-    return (replicated, split, replicated)
+    per_graph = replicated
+    if batch % mesh.shape[axis] == 0:
+        per_graph = jax.sharding.NamedSharding(mesh, jax.sharding.PartitionSpec(axis))
+    return (replicated, per_graph, replicated) + ((per_graph,) if seeded else ())
+
+
+def _seed_chromosomes(names: tuple[str, ...], graphs: list[Graph], bucket, num_devices: int,
+                      seed: int, fusion: bool) -> np.ndarray:
+    """``[B, S, L]`` the solutions of the heuristics ``names`` on ``graphs`` as padded
+    chromosomes: those their rows are scored by (with ``fusion``, every fusion key 1)."""
+    def chromosome(name, graph, padded):
+        order, placement, *_ = _runner(name, ())(graph, num_devices, seed)
+        return np.asarray(order_chromosome(padded, order, placement, num_devices, fusion))
+
+    return np.asarray([[chromosome(name, g, pad_graph(g, bucket)) for name in names]
+                       for g in graphs], np.float32)
+
+
+def _seeding(spec_name: str, value: str, num_devices: int, budget: int,
+             objective: str) -> tuple[tuple[str, ...], int]:
+    """The heuristics of ``--seed-from value`` and the evaluations they count, checked."""
+    names = tuple(part.strip() for part in str(value).split(","))
+    if not all(names) or len(set(names)) != len(names):
+        raise ValueError(f"method {spec_name}: seed_from must name distinct heuristics, "
+                         f"comma-separated, got {value!r}")
+    heuristics = [n for n, m in METHODS.items() if m.kind == "heuristic"]
+    for name in names:
+        if name not in heuristics:
+            raise ValueError(f"method {spec_name}: seed_from {name!r} is not a heuristic "
+                             f"(heuristics: {', '.join(heuristics)})")
+        try:
+            _check(name, METHODS[name], num_devices, budget, objective, {})
+        except ValueError as err:
+            raise ValueError(f"method {spec_name}: seed_from: {err}") from None
+    evals = sum(METHODS[name].min_evals for name in names)
+    if evals >= budget:
+        raise ValueError(f"method {spec_name}: the seeds of {', '.join(names)} count {evals} "
+                         f"evaluation(s), the budget is {budget}: nothing is left to search")
+    return names, evals
 
 
 def _run_search(runner, graphs, num_devices, budget, objective, cost_params, seed,
-                mesh, model: tuple) -> Outcome:
+                mesh, model: tuple, seed_from: tuple[str, ...] = (),
+                seed_evals: int = 0) -> Outcome:
+    """The search ``runner`` on ``graphs``; with ``seed_from``, seeded by those heuristics'
+    solutions, which count ``seed_evals`` of the ``budget`` and are timed with the search."""
     bucket = bucket_for(graphs)
-    operands = jax.device_put((jax.random.PRNGKey(seed), batch_graphs(graphs, bucket),
-                               cost_params), _placement(mesh, len(graphs)))
+    operands = (jax.random.PRNGKey(seed), batch_graphs(graphs, bucket), cost_params)
+    start = time.perf_counter()
+    if seed_from:
+        operands += (_seed_chromosomes(seed_from, graphs, bucket, num_devices, seed,
+                                       dict(model).get("fusion", False)),)
+    seed_seconds = time.perf_counter() - start
+    operands = jax.device_put(operands, _placement(mesh, len(graphs), bool(seed_from)))
     signature = jax.tree.map(lambda x: jax.ShapeDtypeStruct(x.shape, x.dtype,
                                                             sharding=x.sharding), operands)
     start = time.perf_counter()
     with contextlib.nullcontext() if mesh is None else jax.set_mesh(mesh):
-        compiled = _compiled(runner, num_devices, budget, objective, signature, model)
+        compiled = _compiled(runner, num_devices, budget - seed_evals, objective, signature,
+                             model)
     compile_seconds = time.perf_counter() - start
     start = time.perf_counter()
     result = jax.block_until_ready(compiled(*operands))
-    wall_seconds = time.perf_counter() - start
+    wall_seconds = time.perf_counter() - start + seed_seconds
     if not isinstance(result, SearchResult):
         raise TypeError(f"a search runner must return a SearchResult, got "
                         f"{type(result).__name__}")
     evaluations, evals_used = jax.device_get((result.best_evaluation, result.evals_used))
-    info = runner.info(objective)
+    info = runner.info(objective) | ({"seed_from": ",".join(seed_from)} if seed_from else {})
     rows = [_row(g, evaluation_to_dict(jax.tree.map(lambda x: x[b], evaluations), g, bucket,
-                                       num_devices), objective, int(evals_used[b]), info)
+                                       num_devices), objective, int(evals_used[b]) + seed_evals,
+                 info)
             for b, g in enumerate(graphs)]
     return Outcome(rows, wall_seconds, compile_seconds)
 
@@ -306,6 +352,11 @@ def optimize(name: str, graphs: Sequence[Graph], *, num_devices: int, budget: in
     declare ``exec_model`` search under them (with fusion, over fusion keys too); heuristics
     are scored under them, with every fusion key 1 (XLA-style greedy fusion) when ``fusion``.
 
+    ``options["seed_from"]`` (methods that declare ``SEED_FROM``): comma-separated heuristics
+    run on the host first; their solutions, as chromosomes (with ``fusion``, every fusion key
+    1), are passed to the runner as ``seeds [B, S, L]``, and their evaluations
+    (``min_evals``) are counted in ``budget`` and ``evals_used``.
+
     ``mesh``: a search method's work is split over its first axis: the search is compiled
     under the mesh, and each cost-model evaluation runs one schedule loop per device on the
     graphs when their number divides by the axis size, else on each graph's chromosomes when
@@ -320,10 +371,13 @@ def optimize(name: str, graphs: Sequence[Graph], *, num_devices: int, budget: in
     cost_params = check_cost_params(**_cost_kwargs(cost_params))
     for graph in graphs:
         check_duration_range(graph, cost_params, num_devices)
+    seeding = ()
+    if "seed_from" in options:  # optimize's, not build's: the runner gets the seeds
+        seeding = _seeding(name, options.pop("seed_from"), num_devices, budget, objective)
     runner = _runner(name, tuple(sorted(options.items())))
     model = (("scheduler", scheduler), ("fusion", fusion))
     if spec.kind == "search":
         return _run_search(runner, list(graphs), num_devices, budget, objective, cost_params,
-                           seed, mesh, model if spec.exec_model else ())
+                           seed, mesh, model if spec.exec_model else (), *seeding)
     return _run_heuristic(runner, spec, list(graphs), num_devices, objective, cost_params, seed,
                           model)

@@ -10,7 +10,10 @@ Two kinds of method:
   ``runner(key, graphs [B], cost_params, *, num_devices, budget, objective)`` (and
   ``scheduler``, ``fusion`` when the method declares ``exec_model``) returning a
   :class:`~gsched.search.common.SearchResult`, and ``runner.info(objective)``, the JSON scalars
-  added to every result row (a learned method names the checkpoint that ran).
+  added to every result row (a learned method names the checkpoint that ran). A method that
+  declares :data:`SEED_FROM` also takes ``seeds [B, S, L]`` (padded chromosomes) after
+  ``cost_params``: ``gsched.methods.optimize`` computes them from the named heuristics on the
+  host and passes them, never to ``build``.
 * ``"heuristic"`` — ``build(**options)`` returns a host ``fn(graph, num_devices, seed)``
   giving ``(order [N], placement [N])`` or ``(order, placement, info)``, scored by the cost
   model; it counts ``min_evals`` evaluations.
@@ -78,8 +81,9 @@ class Search:
     fn: Callable
     fixed: dict = dataclasses.field(default_factory=dict)
 
-    def __call__(self, key, graphs, cost_params, **settings):
-        return self.fn(key, graphs, cost_params=cost_params, **self.fixed, **settings)
+    def __call__(self, key, graphs, cost_params, seeds=None, **settings):
+        seeded = {} if seeds is None else {"seeds": seeds}
+        return self.fn(key, graphs, cost_params=cost_params, **self.fixed, **seeded, **settings)
 
     def info(self, objective: str) -> dict[str, Any]:
         return {}
@@ -90,6 +94,9 @@ CHECKPOINT = Option("checkpoint", str, "learned methods: checkpoint directory (d
                                        "shipped one for the objective)")
 DECODE = Option("decode", str, "learned methods: greedy, sample or beam; gdp / go also brkga "
                                "(the rest of the budget: BRKGA seeded with the policy's best)")
+SEED_FROM = Option("seed_from", str, "searches (gdp / go: with --decode brkga): heuristics "
+                                     "whose solutions the search starts from, comma-separated, "
+                                     "e.g. metis (their evaluations count)")
 TIME_LIMIT = Option("time_limit", float, "exact solvers: time limit in seconds")
 GENES = Option("genes", str, "searches: the chromosome parts searched: all (default), "
                              "placement+schedule (no fusion) or placement (GO's pl / pl+sch / "

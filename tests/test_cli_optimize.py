@@ -191,6 +191,21 @@ def test_topoformer_brkga_with_the_shipped_model_and_a_concentration(capsys):
     assert "concentration must be a finite number > 0" in capsys.readouterr().err
 
 
+def test_seed_from_on_the_command_line(capsys, tmp_path):
+    """``--seed-from``: BRKGA seeded with METIS's solution, METIS's evaluation counted; the
+    result row says so and is never worse than METIS alone; a bad name is a one-line error."""
+    path = tmp_path / "g.npz"
+    gsched.save_graph(gsched.random_computation_graph(20, 4), path)
+    args = ["--graph", path, "--devices", 2, "--evals", 60, "--objective", "runtime",
+            "--latency", 0.5, "--bandwidth", 100]
+    seeded = optimize(capsys, *args, "--method", "brkga", "--seed-from", "metis")
+    metis = optimize(capsys, *args, "--method", "metis")
+    assert (seeded["evals_used"], seeded["seed_from"]) == (60, "metis")
+    assert seeded["value"] <= metis["value"]
+    assert main(["optimize", *map(str, args), "--method", "brkga", "--seed-from", "tabu"]) == 2
+    assert "seed_from 'tabu' is not a heuristic" in capsys.readouterr().err
+
+
 @pytest.mark.subprocess
 def test_python_m_gsched_splits_a_batch_over_one_device_per_core(capsys, tmp_path):
     # `python -m gsched` asks XLA for one CPU device per core (no device count in XLA_FLAGS

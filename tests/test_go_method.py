@@ -12,7 +12,9 @@ import numpy as np
 import pytest
 
 from gsched import methods
-from gsched.core.padding import batch_graphs, bucket_for
+from gsched.baselines.placement import PLACEMENT_BASELINES
+from gsched.core.padding import batch_graphs, bucket_for, pad_graph
+from gsched.costmodel.host import order_chromosome
 from gsched.costmodel.params import CostParams
 from gsched.generators import layered_graph
 from gsched.infra.checkpoint import load_checkpoint
@@ -85,7 +87,6 @@ def test_the_ppo_iteration_compiles_once_per_bucket(gdp_run):
     net, spec, _ = load_policy(gdp_run)
     config = training.TrainConfig(network=spec.network, space=spec.space, ppo=spec.ppo)
     graphs = _graphs(2)
-    from gsched.core.padding import batch_graphs, bucket_for
     from gsched.policies.go.ppo import Batch
 
     bucket = bucket_for(graphs)
@@ -105,7 +106,6 @@ def test_the_ppo_iteration_is_unchanged_by_the_fused_kernels(run_name, request, 
     # fused kernel (gsched.costmodel.pallas_dynamic). Here it runs interpreted inside the whole
     # jitted PPO iteration (rollouts vmapped over graphs and samples, best tracking) and must
     # change nothing: metrics and the updated parameters bit for bit.
-    from gsched.core.padding import batch_graphs, bucket_for
     from gsched.costmodel import evaluate as evaluate_module
     from gsched.policies.go.ppo import Batch, ExecModel
 
@@ -193,6 +193,36 @@ def test_policy_seeded_brkga_through_optimize(gdp_run, go_run):
         policy_search(jax.random.key(0), None, None, CostParams(), space=space,
                       exec_model=ExecModel(2, "priority", True), config=spec.ppo,
                       budget=10, objective="runtime", decode="brkga")
+
+
+def test_seed_from_joins_the_policy_seed(go_run):
+    """``--decode brkga --seed-from metis``: BRKGA seeded with the greedy decode's solution,
+    then METIS's (with fusion: every fusion key 1), one evaluation counted for METIS."""
+    graphs = _graphs(2, seed=9)
+    cost = CostParams(latency=1.0, bandwidth=50.0)
+    common = dict(num_devices=2, objective="runtime", scheduler="priority", fusion=True,
+                  cost_params=cost, seed=4)
+    options = {"checkpoint": str(go_run), "decode": "brkga"}
+    seeded = methods.optimize("go", graphs, budget=30, options=options | {"seed_from": "metis"},
+                              **common)
+    assert [(r["evals_used"], r["seed_from"]) for r in seeded.results] == [(30, "metis")] * 2
+    net, spec, _ = load_policy(go_run, "go")
+    bucket = bucket_for(graphs)
+    padded = batch_graphs(graphs, bucket)
+    greedy = policy_search(jax.random.PRNGKey(4), net, padded, cost, space=spec.space,
+                           exec_model=ExecModel(2, "priority", True), config=spec.ppo,
+                           budget=2, objective="runtime")
+    metis = np.asarray([order_chromosome(pad_graph(g, bucket),
+                                         *PLACEMENT_BASELINES["metis"][1](g, 2, 4)[:2], 2, True)
+                        for g in graphs])
+    by_hand = brkga.run_batch(jax.random.fold_in(jax.random.PRNGKey(4), 1), padded,
+                              num_devices=2, budget=27, objective="runtime", cost_params=cost,
+                              seeds=np.stack([greedy.best_keys, metis], axis=1),
+                              scheduler="priority", fusion=True, genes="all")
+    assert [r["value"] for r in seeded.results] == by_hand.best_value.tolist()
+    with pytest.raises(ValueError, match="seeds \\(--seed-from\\) need decode 'brkga'"):
+        methods.optimize("go", graphs, budget=30, options={"checkpoint": str(go_run),
+                                                           "seed_from": "metis"}, **common)
 
 
 def test_go_method_decides_fusion_and_needs_it(go_run):

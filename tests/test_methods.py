@@ -92,3 +92,51 @@ def test_release_compiled_frees_executables_and_recompiles_after():
         assert 0 < resources.mapped_regions() < resources.map_limit()
         assert resources.release_if_crowded(fraction=0.0)
         assert not resources.release_if_crowded(fraction=1.0)
+
+
+def test_seed_from_seeds_brkga_with_the_heuristics_solutions():
+    """``seed_from``: the heuristics' chromosomes are BRKGA's first initial chromosomes (local
+    search's and annealing's starts), their evaluations count, and the result is never worse
+    than theirs; bad names are refused."""
+    import jax
+    import numpy as np
+
+    from gsched.baselines.placement import PLACEMENT_BASELINES
+    from gsched.core.padding import batch_graphs, bucket_for, pad_graph
+    from gsched.costmodel.host import order_chromosome
+    from gsched.search import brkga
+
+    graphs = [random_computation_graph(25, seed) for seed in range(2)]
+    common = dict(num_devices=2, objective="runtime", seed=3,
+                  cost_params=CostParams(latency=0.5, bandwidth=100.0))
+    seeded = optimize("brkga", graphs, budget=120, options={"seed_from": "metis, gp_dfs"},
+                      **common)
+    assert [r["evals_used"] for r in seeded.results] == [120, 120]
+    assert {r["seed_from"] for r in seeded.results} == {"metis,gp_dfs"}
+    bucket = bucket_for(graphs)
+    seeds = np.asarray([[order_chromosome(pad_graph(g, bucket), *fn(g, 2, 3)[:2], 2)
+                         for fn in (PLACEMENT_BASELINES["metis"][1], METHODS["gp_dfs"].build())]
+                        for g in graphs])
+    by_hand = brkga.run_batch(jax.random.PRNGKey(3), batch_graphs(graphs, bucket),
+                              num_devices=2, budget=118, objective="runtime",
+                              cost_params=common["cost_params"], seeds=seeds)
+    assert [r["value"] for r in seeded.results] == by_hand.best_value.tolist()
+    alone = {name: [r["value"] for r in optimize(name, graphs, budget=1, **common).results]
+             for name in ("metis", "gp_dfs")}
+    for values in alone.values():
+        assert all(s["value"] <= v for s, v in zip(seeded.results, values))
+    for name in ("local_search", "annealing"):  # they start from the seed
+        started = optimize(name, graphs, budget=60, options={"seed_from": "metis"}, **common)
+        assert [r["evals_used"] for r in started.results] == [60, 60]
+        assert all(s["value"] <= v for s, v in zip(started.results, alone["metis"]))
+    tuned = optimize("tuned_brkga", graphs, budget=60, options={"seed_from": "metis"},
+                     fusion=True, scheduler="priority", **common)
+    assert [r["evals_used"] for r in tuned.results] == [60, 60]
+    cases = [("metis,metis", "distinct heuristics"), ("brkga", "'brkga' is not a heuristic"),
+             ("dfs_order", "seed_from: method dfs_order supports at most 1 device"),
+             ("xla_default", "the seeds of xla_default count 4 evaluation(s), the budget is 4")]
+    for value, message in cases:
+        with pytest.raises(ValueError, match=message.replace("(", r"\(").replace(")", r"\)")):
+            optimize("brkga", graphs, budget=4, options={"seed_from": value}, **common)
+    with pytest.raises(ValueError, match="method random does not take option"):
+        optimize("random", graphs, budget=4, options={"seed_from": "metis"}, **common)

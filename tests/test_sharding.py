@@ -46,9 +46,10 @@ with jax.set_mesh(Mesh(np.array(jax.devices()), ("graphs",))):
 for x, y in zip(one, two):
     np.testing.assert_array_equal(np.asarray(x), np.asarray(y))
 mesh = Mesh(np.array(jax.devices()), ("graphs",))
-runs = [optimize("brkga", graphs, num_devices=2, budget=300, seed=3, mesh=m)
-        for m in (None, mesh)]
-assert runs[0].results == runs[1].results
+for options in (None, {"seed_from": "metis"}):  # the seeds split with their graphs
+    runs = [optimize("brkga", graphs, num_devices=2, budget=300, seed=3, mesh=m,
+                     options=options) for m in (None, mesh)]
+    assert runs[0].results == runs[1].results
 print("BATCH_SHARDED_OK")
 
 # Graphs that do not divide over the devices (one, three): each call's chromosomes do, on

@@ -189,11 +189,13 @@ def load_tuned(objective: str, path: Path | str = TUNED_PATH) -> Setting:
 
 def tuned_run_batch(key: jax.Array, graphs, cost_params: CostParams, *, num_devices: int,
                     budget: int, objective: str, path: Path | str = TUNED_PATH,
-                    scheduler: str = "list", fusion: bool = False, genes: str = "all"):
+                    scheduler: str = "list", fusion: bool = False, genes: str = "all",
+                    seeds=None):
     """:func:`gsched.search.brkga.run_batch` with the tuned setting of ``objective`` (traceable;
     with ``fusion`` the fusion keys get the setting's gene distribution of op priorities)."""
     setting = load_tuned(objective, path)
     return run_batch(key, graphs, setting.config(),
                      setting.params(graphs.bucket, num_devices, fusion),
                      num_devices=num_devices, budget=budget, objective=objective,
-                     cost_params=cost_params, scheduler=scheduler, fusion=fusion, genes=genes)
+                     cost_params=cost_params, scheduler=scheduler, fusion=fusion, genes=genes,
+                     seeds=seeds)

@@ -5,7 +5,8 @@ a :class:`PolicyRunner`: a traceable ``runner(key, graphs [B], cost_params, *, n
 budget, objective, scheduler, fusion)`` → :class:`~gsched.search.SearchResult`
 (:func:`gsched.policies.go.rollout.policy_search`: zero-shot greedy decoding, optional
 fine-tuning, then the rest of the budget sampled or spent on BRKGA seeded with the policy's
-best solution: ``decode`` greedy / sample / brkga). Both take the execution model of SPEC §8
+best solution: ``decode`` greedy / sample / brkga; with ``--seed-from``, BRKGA's initial
+population also holds those heuristics' solutions, ``seeds [B, S, L]``). Both take the execution model of SPEC §8
 (``exec_model``); a policy that decides fusion needs ``fusion`` on, and a placement policy
 places on the number of devices it was trained for (one-line errors otherwise).
 
@@ -28,7 +29,7 @@ from gsched.policies.go.checkpoint import DEFAULT_CHECKPOINTS, PolicySpec, load_
 from gsched.policies.go.network import PolicyNetwork
 from gsched.policies.go.ppo import ExecModel
 from gsched.policies.go.rollout import DECODINGS, evaluations_needed, policy_search
-from gsched.registry import CHECKPOINT, DECODE, Method, Option
+from gsched.registry import CHECKPOINT, DECODE, SEED_FROM, Method, Option
 
 FINETUNE_STEPS = Option("finetune_steps", int, "gdp/go: PPO fine-tuning iterations on each "
                                                "graph before decoding (default 0: zero-shot)")
@@ -46,12 +47,13 @@ class PolicyRunner:
     finetune_steps: int
     fields: dict[str, Any]
 
-    def __call__(self, key, graphs, cost_params, *, num_devices, budget, objective,
+    def __call__(self, key, graphs, cost_params, seeds=None, *, num_devices, budget, objective,
                  scheduler="list", fusion=False):
         return policy_search(key, self.net, graphs, cost_params, space=self.spec.space,
                              exec_model=ExecModel(num_devices, scheduler, fusion),
                              config=self.spec.ppo, budget=budget, objective=objective,
-                             decode=self.decoding, finetune_steps=self.finetune_steps)
+                             decode=self.decoding, finetune_steps=self.finetune_steps,
+                             seeds=seeds)
 
     def info(self, objective: str) -> dict[str, Any]:
         """JSON fields added to every result row."""
@@ -81,8 +83,10 @@ build_go = functools.partial(_build, "go")
 METHODS = {
     "gdp": Method("GDP: GraphSAGE + segment-recurrent attention placer with superposition, "
                   "PPO-trained; zero-shot or fine-tuned", "search", build_gdp,
-                  options=(CHECKPOINT, DECODE, FINETUNE_STEPS, TEMPERATURE), exec_model=True),
+                  options=(CHECKPOINT, DECODE, FINETUNE_STEPS, TEMPERATURE, SEED_FROM),
+                  exec_model=True),
     "go": Method("GO: GDP's network with multi-task recurrent attention layers and iterative "
                  "refinement: placement, scheduling and fusion priorities", "search", build_go,
-                 options=(CHECKPOINT, DECODE, FINETUNE_STEPS, TEMPERATURE), exec_model=True),
+                 options=(CHECKPOINT, DECODE, FINETUNE_STEPS, TEMPERATURE, SEED_FROM),
+                  exec_model=True),
 }

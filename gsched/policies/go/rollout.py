@@ -18,7 +18,8 @@ fine-tuning gives each graph its own copy of the parameters):
    (:meth:`~gsched.policies.go.actions.ActionSpace.search_genes`), with the policy's best
    solution as the first chromosome of its initial population (evaluated again and counted):
    the policy-seeded BRKGA, whose result is never worse than the policy's (beyond the
-   papers).
+   papers). ``seeds [B, S, L]`` (the method's ``--seed-from``, host heuristics' solutions)
+   join the policy's as the next ``S`` chromosomes of that population.
 
 ``config.temperature`` (``T``; 1 unless set) is the sampling temperature of steps 2 and 3:
 rollouts draw from ``softmax(logits / T)`` and fine-tuning's PPO loss uses the same
@@ -71,9 +72,14 @@ def evaluations_needed(config: PPOConfig, decode: str, finetune_steps: int) -> i
 def policy_search(key: jax.Array, net: PolicyNetwork, graphs, cost_params: CostParams, *,
                   space: act.ActionSpace, exec_model: ExecModel, config: PPOConfig,
                   budget: int, objective: str, decode: str = "greedy",
-                  finetune_steps: int = 0) -> SearchResult:
+                  finetune_steps: int = 0, seeds: jax.Array | None = None) -> SearchResult:
     """The search of the module docstring on ``graphs [B]``; a :class:`SearchResult`."""
     needed = evaluations_needed(config, decode, finetune_steps)
+    if seeds is not None and decode != "brkga":
+        raise ValueError(f"seeds (--seed-from) need decode 'brkga', got {decode!r}")
+    if seeds is not None and budget == needed:
+        raise ValueError(f"the policy uses the whole budget ({budget} evaluations), none is left "
+                         "for BRKGA's seeds")
     if budget < needed:
         raise ValueError(f"the policy needs {needed} evaluations per graph ({config.rounds} "
                          f"greedy rounds + {finetune_steps} fine-tuning iterations × "
@@ -132,9 +138,12 @@ def policy_search(key: jax.Array, net: PolicyNetwork, graphs, cost_params: CostP
     used = jnp.full(count, needed + chunks * per_rollout, jnp.int32)
     if genes is None or budget == needed:
         return SearchResult(best.value, best.keys, best.evaluation, used)
+    starts = best.keys[:, None]
+    if seeds is not None:
+        starts = jnp.concatenate([starts, jnp.asarray(seeds, starts.dtype)], axis=1)
     seeded = brkga.run_batch(jax.random.fold_in(key, 1), graphs, num_devices=exec_model.num_devices,
                              budget=budget - needed, objective=objective, cost_params=cost_params,
-                             seeds=best.keys[:, None], scheduler=exec_model.scheduler,
+                             seeds=starts, scheduler=exec_model.scheduler,
                              fusion=exec_model.fusion, genes=genes)
     return SearchResult(seeded.best_value, seeded.best_keys, seeded.best_evaluation,
                         used + seeded.evals_used)
