@@ -24,9 +24,10 @@ def test_every_row_runs_and_the_seeded_runs_keep_their_seeds(method, tmp_path):
         assert np.all(values[row] <= values["policy zero-shot"])
     scheduler, fusion = go_gdp.SETTINGS[method]
     if method == "go":  # every gene searched: the seed is METIS + greedy fusion itself
-        metis = methods.optimize("metis", [graph], num_devices=2, budget=1, objective="runtime",
-                                 cost_params=go_gdp.cost_params(), scheduler=scheduler,
-                                 fusion=fusion).results[0]["runtime"]
+        metis = [methods.optimize("metis", [graph], num_devices=2, budget=1, seed=seed,
+                                  objective="runtime", cost_params=go_gdp.cost_params(),
+                                  scheduler=scheduler, fusion=fusion).results[0]["runtime"]
+                 for seed in (0, 1)]
         assert np.all(values["METIS-seeded BRKGA"] <= metis)
         assert np.all(values["policy- and METIS-seeded BRKGA"] <= metis)
     text = go_seed_control.report({method: {"g": values}}, {"g": 14}, 2, 30, [0, 1])
