@@ -154,3 +154,35 @@ def test_seeds_are_the_first_starts():
     with pytest.raises(ValueError, match=r"3 seeds do not fit: at most 2 \(one per start"):
         run_batch(jax.random.key(1), graphs, budget=20, neighbours=10,
                   **common | {"seeds": np.zeros((3, length), np.float32)})
+
+
+def test_only_the_searched_genes_are_moved(monkeypatch):
+    """``genes="placement"``: every sampled move is a device move (none is frozen away), and
+    fusion keys flip only with ``genes="all"``; D = 1 with placement only is refused."""
+    from gsched.search import local
+
+    fusion_moves, all_device_moves = [], []
+
+    def spy(key, keys, op_mask, num_devices, count, device_move_prob=0.5, fusion=False):
+        out = neighbours_of(key, keys, op_mask, num_devices, count, device_move_prob, fusion)
+        nd = op_mask.shape[0] * num_devices
+        moved = jnp.all(jnp.any(out[:, :nd] != keys[:nd], axis=1))
+        jax.debug.callback(lambda m: all_device_moves.append(bool(np.all(m))), moved)
+        fusion_moves.append(fusion)
+        return out
+
+    monkeypatch.setattr(local, "neighbours_of", spy)
+    graphs = batch_graphs(GRAPHS[:1], bucket_for(GRAPHS[:1]))
+    local._search_jit.clear_cache()  # trace with the spy, and leave no spied executable
+    try:
+        for genes in ("placement", "placement+schedule", "all"):
+            fusion_moves.clear()
+            all_device_moves.clear()
+            jax.block_until_ready(run_batch(jax.random.key(len(genes)), graphs, num_devices=2,
+                                            budget=16, neighbours=8, genes=genes, fusion=True))
+            assert fusion_moves and all(f == (genes == "all") for f in fusion_moves), genes
+            assert all_device_moves and all(all_device_moves) == (genes == "placement"), genes
+    finally:
+        local._search_jit.clear_cache()
+    with pytest.raises(ValueError, match="nothing to search"):
+        run_batch(jax.random.key(0), graphs, num_devices=1, budget=16, genes="placement")

@@ -83,40 +83,21 @@ from gsched.costmodel.params import (
 from gsched.search.common import (
     SearchResult,
     batch_seeds,
-    check_genes,
     check_seeds,
     freeze_genes,
+    move_kinds,
     no_best,
     scored_batch,
     track_best,
 )
 
-__all__ = ["DEFAULT_FINAL_TEMPERATURE", "DEFAULT_INITIAL_TEMPERATURE", "move_kinds",
-           "run_batch"]
+__all__ = ["DEFAULT_FINAL_TEMPERATURE", "DEFAULT_INITIAL_TEMPERATURE", "run_batch"]
 
 DEFAULT_INITIAL_TEMPERATURE = 0.05
 DEFAULT_FINAL_TEMPERATURE = 0.0005
 
 # Parts of the chromosome, for the per-gene keys of the initial chromosomes (fold_in ids).
 _AFFINITY, _PRIORITY, _TRANSFER, _FUSION = range(4)
-
-
-def move_kinds(num_devices: int, fusion: bool, genes: str) -> tuple[str, ...]:
-    """The move kinds allowed for these settings (see the module docstring); raises
-    :class:`ValueError` when there are none (``D = 1`` with ``genes == "placement"``)."""
-    check_genes(genes)
-    kinds = []
-    if num_devices >= 2:
-        kinds.append("placement")
-    if genes in ("all", "placement+schedule"):
-        kinds.append("priority")
-    if fusion and genes == "all":
-        kinds.append("fusion")
-    if not kinds:
-        raise ValueError(f"nothing to search: with num_devices={num_devices} and "
-                         f"genes={genes!r} every decision is fixed (one device, fixed "
-                         f"priorities); use genes='placement+schedule' or 'all', or D >= 2")
-    return tuple(kinds)
 
 
 def _check_settings(budget, num_devices, objective, scheduler, fusion, genes, chains,

@@ -89,6 +89,26 @@ def check_genes(genes) -> str:
     return genes
 
 
+def move_kinds(num_devices: int, fusion: bool, genes: str) -> tuple[str, ...]:
+    """The kinds of one-op move a local search (local search, annealing) may make under these
+    settings: ``"placement"`` (``D ≥ 2``), ``"priority"`` (priorities searched), ``"fusion"``
+    (fusion keys searched); :class:`ValueError` when there are none (``D = 1`` with
+    ``genes == "placement"``)."""
+    check_genes(genes)
+    kinds = []
+    if num_devices >= 2:
+        kinds.append("placement")
+    if genes in ("all", "placement+schedule"):
+        kinds.append("priority")
+    if fusion and genes == "all":
+        kinds.append("fusion")
+    if not kinds:
+        raise ValueError(f"nothing to search: with num_devices={num_devices} and "
+                         f"genes={genes!r} every decision is fixed (one device, fixed "
+                         f"priorities); use genes='placement+schedule' or 'all', or D >= 2")
+    return tuple(kinds)
+
+
 def freeze_genes(keys: jnp.ndarray, bucket: Bucket, num_devices: int, fusion: bool,
                  genes: str) -> jnp.ndarray:
     """``keys [..., L]`` (padded layout) with the parts a search does not vary set to constants.

@@ -31,7 +31,11 @@ restarts random: local search from known solutions, never worse than the best se
   fresh priorities.)
 
 With ``D = 1`` only order moves exist; otherwise a move is a device move with probability
-``device_move_prob`` (default 1/2), with ``j``, ``k``, ``d`` and the side uniform.
+``device_move_prob`` (default 1/2), with ``j``, ``k``, ``d`` and the side uniform. Only the
+parts ``genes`` searches are moved (:func:`~gsched.search.common.move_kinds`): with
+``genes="placement"`` every move is a device move, and fusion keys flip only with
+``genes="all"``; with ``D = 1`` and ``genes="placement"`` nothing is searched
+(:class:`ValueError`).
 
 **Sampled best-improvement.** The full one-step neighbourhood has ``N·(D − 1)`` device moves
 and ``N·(N − 1)`` order insertions (about 10⁴ for a 100-op graph, twice the whole 5000
@@ -84,6 +88,7 @@ from gsched.search.common import (
     check_genes,
     check_seeds,
     freeze_genes,
+    move_kinds,
     no_best,
     scored_batch,
     track_best,
@@ -105,8 +110,9 @@ def neighbours_of(key: jax.Array, keys: jnp.ndarray, op_mask: jnp.ndarray, num_d
     """``count`` random one-move neighbours ``[count, L]`` of one chromosome ``keys [L]``.
 
     See the module docstring for the move set; with ``fusion`` (``N`` fusion keys at the end)
-    a third of the moves instead flip one op's fusion key across 0.5 (``k → 1 − k``). Pure and
-    jittable (``vmap`` it for a batch).
+    a third of the moves instead flip one op's fusion key across 0.5 (``k → 1 − k``); without
+    it, keys after the transfer priorities are left as they are. Pure and jittable (``vmap``
+    it for a batch).
     """
     n = op_mask.shape[0]
     nd = n * num_devices
@@ -170,6 +176,9 @@ def _search(key, graphs: PaddedGraph, cost_params: CostParams, budget, device_mo
             scheduler: str, fusion: bool, genes: str):
     b = graphs.op_mask.shape[0]
     length = graphs.bucket.chromosome_length(num_devices, fusion)
+    kinds = move_kinds(num_devices, fusion, genes)
+    if "priority" not in kinds:  # placement only: no order move
+        device_move_prob = jnp.ones_like(device_move_prob)
     graphs, cost_params = jax.tree.map(jnp.asarray, (graphs, cost_params))
     budget = jnp.asarray(budget, jnp.int32)
     step_keys = jax.vmap(lambda k: jax.random.split(k, steps))(jax.random.split(key, b))
@@ -192,7 +201,7 @@ def _search(key, graphs: PaddedGraph, cost_params: CostParams, budget, device_mo
             start = jnp.where(starts < count, seeded, start)
         base = freeze(jnp.where(restart, start, current))
         moves = freeze(neighbours_of(k_moves, base, op_mask, num_devices, size,
-                                     device_move_prob, fusion))
+                                     device_move_prob, "fusion" in kinds))
         # A restart spends slot 0 on evaluating the new start itself.
         moves = moves.at[0].set(jnp.where(restart, base, moves[0]))
         return base, moves
@@ -248,6 +257,7 @@ def run_batch_with_stats(key: jax.Array, graphs: PaddedGraph, *, num_devices: in
                          "(gsched.batch_graphs)")
     check_search_settings(budget, num_devices, objective)
     scheduler, fusion, genes = check_scheduler(scheduler), check_fusion(fusion), check_genes(genes)
+    move_kinds(num_devices, fusion, genes)  # something to search
     if not is_int(neighbours) or neighbours < 1:
         raise ValueError(f"neighbours must be an int >= 1, got {neighbours!r}")
     if not is_int(patience) or patience < 1:
