@@ -92,8 +92,9 @@ class Search:
 # Options several methods share.
 CHECKPOINT = Option("checkpoint", str, "learned methods: checkpoint directory (default: the "
                                        "shipped one for the objective)")
-DECODE = Option("decode", str, "learned methods: greedy, sample or beam; gdp / go also brkga "
-                               "(the rest of the budget: BRKGA seeded with the policy's best)")
+DECODE = Option("decode", str, "learned methods: greedy, sample or beam; gdp / go also brkga, "
+                               "local_search or annealing (the rest of the budget: that search "
+                               "started from the policy's best)")
 SEED_FROM = Option("seed_from", str, "searches (gdp / go: with --decode brkga): heuristics "
                                      "whose solutions the search starts from, comma-separated, "
                                      "e.g. metis (their evaluations count)")

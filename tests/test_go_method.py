@@ -22,7 +22,7 @@ from gsched.policies.go import training
 from gsched.policies.go.checkpoint import load_policy
 from gsched.policies.go.ppo import ExecModel, init_state, make_train_step
 from gsched.policies.go.rollout import policy_search
-from gsched.search import brkga
+from gsched.search import annealing, brkga, local
 from tests.grids import slow_except
 
 TINY = ["steps=4", "batch_size=2", "checkpoint_every=2", "validate_every=2", "log_every=1",
@@ -169,6 +169,14 @@ def test_policy_seeded_brkga_is_brkga_seeded_with_the_policy_solution(gdp_run):
     np.testing.assert_array_equal(seeded.best_keys, by_hand.best_keys)
     assert seeded.evals_used.tolist() == [40, 40]
     assert np.all(np.asarray(seeded.best_value) <= np.asarray(greedy.best_value))
+    for decode, run in (("local_search", local.run_batch), ("annealing", annealing.run_batch)):
+        started = search(budget=40, decode=decode)
+        by_hand = run(jax.random.fold_in(jax.random.key(3), 1), padded, num_devices=2,
+                      budget=39, objective="runtime", cost_params=cost,
+                      seeds=greedy.best_keys[:, None], scheduler="fifo", genes="placement")
+        np.testing.assert_array_equal(started.best_value, by_hand.best_value)
+        assert started.evals_used.tolist() == [40, 40]
+        assert np.all(np.asarray(started.best_value) <= np.asarray(greedy.best_value))
     # nothing left after fine-tuning and its greedy decode: the greedy decode's result
     tuned = {"budget": 6, "finetune_steps": 2}  # 1 + 2 iterations × 2 samples + 1
     for x, y in zip(jax.tree.leaves(search(decode="brkga", **tuned)),
@@ -220,7 +228,7 @@ def test_seed_from_joins_the_policy_seed(go_run):
                               seeds=np.stack([greedy.best_keys, metis], axis=1),
                               scheduler="priority", fusion=True, genes="all")
     assert [r["value"] for r in seeded.results] == by_hand.best_value.tolist()
-    with pytest.raises(ValueError, match="seeds \\(--seed-from\\) need decode 'brkga'"):
+    with pytest.raises(ValueError, match="seeds \\(--seed-from\\) need a seeded search"):
         methods.optimize("go", graphs, budget=30, options={"checkpoint": str(go_run),
                                                            "seed_from": "metis"}, **common)
 

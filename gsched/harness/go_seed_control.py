@@ -1,33 +1,36 @@
-"""Is it the learned policy, or any good placement, that makes policy-seeded BRKGA strong? The
-control for the ``gdp`` / ``go`` methods' ``--decode brkga`` (beyond the papers).
+"""Is it the learned policy, or any good placement, that makes a policy-seeded search strong?
+The control for the ``gdp`` / ``go`` methods' ``--decode brkga`` (and ``local_search``,
+``annealing``; beyond the papers).
 
-    python -m eval.go_seed_control [--budget 500] [--seeds 0,1,2] [--runs runs/go_gdp]
-        [--out docs/results/go_gdp/seed_control.md]
+    python -m eval.go_seed_control [--search brkga] [--budget 500] [--seeds 0,1,2]
+        [--runs runs/go_gdp] [--out docs/results/go_gdp/seed_control.md]
 
 On the workload graphs of :mod:`gsched.harness.go_gdp` at its pre-training D (same costs, the
 same pre-trained exports, trained into ``--runs`` if missing), for GDP (placement, FIFO, no
 fusion) and GO (placement + scheduling + fusion, priority scheduler, fusion), ``budget``
-evaluations per graph and run:
+evaluations per graph and run, with ``search`` (BRKGA with REGAL's defaults, local search or
+simulated annealing: :data:`gsched.policies.go.rollout.SEEDED_SEARCHES`) over the policy's
+genes:
 
-* ``BRKGA`` — REGAL's BRKGA over the policy's genes, uniform initial population;
+* the search alone (BRKGA: a uniform initial population; local search and SA: random starts);
 * ``policy zero-shot`` — the pre-trained policy's greedy decode (its ``rounds`` evaluations);
-* ``policy-seeded BRKGA`` — the method with ``decode="brkga"``: the greedy decode, then BRKGA
-  with the rest of the budget, seeded with it;
-* ``METIS-seeded BRKGA`` — the control: the same BRKGA with the same key, seeded instead with
+* ``policy-seeded`` — the method with ``decode=search``: the greedy decode, then the search
+  with the rest of the budget, started from it;
+* ``METIS-seeded`` — the control: the same search with the same key, started instead from
   METIS's chromosome (its placement and order; with fusion, XLA-style greedy fusion: the
   solution of the tables' "METIS + greedy fusion" row), one evaluation for METIS and the rest
-  for BRKGA (over placement only, the order's priorities are frozen at 0.5 as the policy's
-  are);
-* ``policy- and METIS-seeded BRKGA`` — both seeds (the greedy decode's evaluations, one for
-  METIS, the rest for BRKGA): does the policy add anything to METIS? The method with
-  ``decode="brkga", seed_from="metis"``.
+  for the search (over placement only, the order's priorities are frozen at 0.5 as the
+  policy's are);
+* ``policy- and METIS-seeded`` — both seeds (the greedy decode's evaluations, one for METIS,
+  the rest for the search): does the policy add anything to METIS? The method with
+  ``decode=search, seed_from="metis"``.
 
-Every BRKGA run of a (graph, seed) uses the key the method gives its BRKGA
+Every search of a (graph, seed) uses the key the method gives its search
 (``fold_in(PRNGKey(seed), 1)``), and METIS runs with the run's seed (it matters only for the
 Fiduccia–Mattheyses fallback without ``pymetis``), as ``seed_from`` runs it, so the four
-differ only in their seeds and budgets. Prints (and
-writes, with ``--out``) each row's step time (µs) per graph, the mean over seeds, and the
-(graph, seed) pairs where the policy-seeded run beats the METIS-seeded one.
+searches differ only in their seeds and budgets. Prints (and writes, with ``--out``) each
+row's step time (µs) per graph, the mean over seeds, and the (graph, seed) pairs where the
+policy-seeded run beats the METIS-seeded one.
 """
 
 from __future__ import annotations
@@ -48,16 +51,21 @@ from gsched.harness.benchmarks import parse_int_list
 from gsched.infra.progress import log
 from gsched.policies.go.checkpoint import load_policy
 from gsched.policies.go.ppo import ExecModel
-from gsched.policies.go.rollout import policy_search
-from gsched.search import brkga
+from gsched.policies.go.rollout import SEEDED_SEARCHES, policy_search
 
-ROWS = ("BRKGA", "policy zero-shot", "policy-seeded BRKGA", "METIS-seeded BRKGA",
-        "policy- and METIS-seeded BRKGA")
+LABELS = {"brkga": "BRKGA", "local_search": "local search", "annealing": "SA"}
+
+
+def rows(search: str) -> tuple[str, ...]:
+    """The table's rows for ``search`` (module docstring)."""
+    label = LABELS[search]
+    return (label, "policy zero-shot", f"policy-seeded {label}", f"METIS-seeded {label}",
+            f"policy- and METIS-seeded {label}")
 
 
 def run_graph(method: str, graph, checkpoint: Path, *, num_devices: int, budget: int,
-              seeds: list[int]) -> dict[str, np.ndarray]:
-    """``{row: [S] step times}`` of one graph (module docstring)."""
+              seeds: list[int], search: str = "brkga") -> dict[str, np.ndarray]:
+    """``{row: [S] step times}`` of one graph (module docstring; :func:`rows`)."""
     scheduler, fusion = go_gdp.SETTINGS[method]
     net, spec, _ = load_policy(checkpoint, method)
     genes = spec.space.search_genes(fusion)
@@ -70,47 +78,52 @@ def run_graph(method: str, graph, checkpoint: Path, *, num_devices: int, budget:
                                                                        padded)
     common = dict(num_devices=num_devices, objective="runtime", scheduler=scheduler,
                   fusion=fusion)
-    out = {row: [] for row in ROWS}
+    alone, zero, learned, control, both = rows(search)
+    out = {row: [] for row in rows(search)}
     for seed in seeds:
         def method_run(**options):
             return methods.optimize(method, [graph], budget=budget, cost_params=cost, seed=seed,
-                                    options={"checkpoint": str(checkpoint), "decode": "brkga",
+                                    options={"checkpoint": str(checkpoint), "decode": search,
                                              **options}, **common).results[0]["runtime"]
 
-        def search(seeded_budget, seed_keys=None):
-            return float(brkga.run_batch(jax.random.fold_in(jax.random.PRNGKey(seed), 1), padded,
-                                         budget=seeded_budget, cost_params=cost,
-                                         seeds=seed_keys, genes=genes, **common).best_value[0])
+        def search_run(seeded_budget, seed_keys=None):
+            return float(SEEDED_SEARCHES[search](
+                jax.random.fold_in(jax.random.PRNGKey(seed), 1), padded, budget=seeded_budget,
+                cost_params=cost, seeds=seed_keys, genes=genes, **common).best_value[0])
 
         order, placement, *_ = PLACEMENT_BASELINES["metis"][1](graph, num_devices, seed)
         metis = order_chromosome(pad_graph(graph, padded.bucket), order, placement,
                                  num_devices, fusion)
-        out["BRKGA"].append(search(budget))
-        out["policy zero-shot"].append(float(zero_shot.best_value[0]))
-        out["policy-seeded BRKGA"].append(method_run())
-        out["METIS-seeded BRKGA"].append(search(budget - 1, metis[None, None]))
-        out["policy- and METIS-seeded BRKGA"].append(method_run(seed_from="metis"))
+        out[alone].append(search_run(budget))
+        out[zero].append(float(zero_shot.best_value[0]))
+        out[learned].append(method_run())
+        out[control].append(search_run(budget - 1, metis[None, None]))
+        out[both].append(method_run(seed_from="metis"))
     return {row: np.asarray(values) for row, values in out.items()}
 
 
 def report(results: dict[str, dict[str, dict[str, np.ndarray]]], ops: dict[str, int],
-           num_devices: int, budget: int, seeds: list[int]) -> str:
+           num_devices: int, budget: int, seeds: list[int], search: str = "brkga") -> str:
     """The Markdown table: ``results[method][graph][row]`` → ``[S]`` step times."""
     names = list(ops)
-    lines = [f"# Policy-seeded BRKGA and its control (D = {num_devices}, {budget} evaluations)",
+    label = LABELS[search]
+    command = "python -m eval.go_seed_control" + ("" if search == "brkga"
+                                                  else f" --search {search}")
+    lines = [f"# Policy-seeded {label} and its control (D = {num_devices}, {budget} "
+             "evaluations)",
              "", f"Step time (µs), mean over seeds {', '.join(map(str, seeds))}; the last row "
              "counts the (graph, seed) pairs where the policy-seeded run is faster than the "
-             "METIS-seeded one (ties in brackets). Generated by `python -m eval.go_seed_control`.",
+             f"METIS-seeded one (ties in brackets). Generated by `{command}`.",
              "", "| method | row | " + " | ".join(f"{n} ({ops[n]} ops)" for n in names) + " |",
              "| --- | --- | " + " | ".join("---:" for _ in names) + " |"]
     for method, by_graph in results.items():
-        for row in ROWS:
+        for row in rows(search):
             lines.append(f"| {method.upper()} | {row} | " + " | ".join(
                 f"{by_graph[n][row].mean():.4g}" for n in names) + " |")
         cells = []
         for n in names:
-            learned = by_graph[n]["policy-seeded BRKGA"]
-            control = by_graph[n]["METIS-seeded BRKGA"]
+            learned = by_graph[n][f"policy-seeded {label}"]
+            control = by_graph[n][f"METIS-seeded {label}"]
             cells.append(f"{int(np.sum(learned < control))} of {len(learned)} "
                          f"({int(np.sum(learned == control))})")
         lines.append(f"| {method.upper()} | policy- beats METIS-seeded | " + " | ".join(cells)
@@ -121,6 +134,8 @@ def report(results: dict[str, dict[str, dict[str, np.ndarray]]], ops: dict[str, 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m eval.go_seed_control",
                                      description=__doc__.split("\n\n")[0])
+    parser.add_argument("--search", choices=list(SEEDED_SEARCHES), default="brkga",
+                        help="the search the policy and METIS seed (default brkga)")
     parser.add_argument("--budget", type=int, default=500)
     parser.add_argument("--seeds", type=parse_int_list, default=(0, 1, 2))
     parser.add_argument("--runs", type=Path, default=Path("runs/go_gdp"),
@@ -134,14 +149,15 @@ def main(argv: list[str] | None = None) -> int:
         checkpoint = go_gdp.pretrained(method, args.runs)
         for name, graph in named.items():
             values = run_graph(method, graph, checkpoint, num_devices=go_gdp.PRETRAINED_D,
-                               budget=args.budget, seeds=list(args.seeds))
+                               budget=args.budget, seeds=list(args.seeds),
+                               search=args.search)
             results.setdefault(method, {})[name] = values
             methods.release_compiled(only_if_crowded=True)
             log(f"{method} {name}: " + ", ".join(f"{row} {v.mean():.4g}"
                                                  for row, v in values.items())
                 + f"; elapsed {(time.perf_counter() - start) / 60:.1f} min")
     text = report(results, {n: g.num_ops for n, g in named.items()}, go_gdp.PRETRAINED_D,
-                  args.budget, list(args.seeds))
+                  args.budget, list(args.seeds), args.search)
     print(text)
     if args.out is not None:
         args.out.parent.mkdir(parents=True, exist_ok=True)

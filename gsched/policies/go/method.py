@@ -4,9 +4,10 @@
 a :class:`PolicyRunner`: a traceable ``runner(key, graphs [B], cost_params, *, num_devices,
 budget, objective, scheduler, fusion)`` → :class:`~gsched.search.SearchResult`
 (:func:`gsched.policies.go.rollout.policy_search`: zero-shot greedy decoding, optional
-fine-tuning, then the rest of the budget sampled or spent on BRKGA seeded with the policy's
-best solution: ``decode`` greedy / sample / brkga; with ``--seed-from``, BRKGA's initial
-population also holds those heuristics' solutions, ``seeds [B, S, L]``). Both take the execution model of SPEC §8
+fine-tuning, then the rest of the budget sampled or spent on a search started from the
+policy's best solution: ``decode`` greedy / sample / brkga / local_search / annealing; with
+``--seed-from``, that search also starts from those heuristics' solutions, ``seeds [B, S,
+L]``). Both take the execution model of SPEC §8
 (``exec_model``); a policy that decides fusion needs ``fusion`` on, and a placement policy
 places on the number of devices it was trained for (one-line errors otherwise).
 

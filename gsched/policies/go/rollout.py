@@ -18,8 +18,10 @@ fine-tuning gives each graph its own copy of the parameters):
    (:meth:`~gsched.policies.go.actions.ActionSpace.search_genes`), with the policy's best
    solution as the first chromosome of its initial population (evaluated again and counted):
    the policy-seeded BRKGA, whose result is never worse than the policy's (beyond the
-   papers). ``seeds [B, S, L]`` (the method's ``--seed-from``, host heuristics' solutions)
-   join the policy's as the next ``S`` chromosomes of that population.
+   papers). ``decode="local_search"`` / ``"annealing"`` do the same with local search (the
+   policy's solution its first start) or simulated annealing (every chain starts from it).
+   ``seeds [B, S, L]`` (the method's ``--seed-from``, host heuristics' solutions) join the
+   policy's as the next ``S`` seeds of that search.
 
 ``config.temperature`` (``T``; 1 unless set) is the sampling temperature of steps 2 and 3:
 rollouts draw from ``softmax(logits / T)`` and fine-tuning's PPO loss uses the same
@@ -50,10 +52,13 @@ from gsched.policies.go.ppo import (
     ppo_iteration,
     rollouts,
 )
-from gsched.search import brkga
+from gsched.search import annealing, brkga, local
 from gsched.search.common import SearchResult
 
-DECODINGS = ("greedy", "sample", "brkga")
+# The searches a decode can hand the rest of the budget to, seeded with the policy's solution.
+SEEDED_SEARCHES = {"brkga": brkga.run_batch, "local_search": local.run_batch,
+                   "annealing": annealing.run_batch}
+DECODINGS = ("greedy", "sample", *SEEDED_SEARCHES)
 
 
 def evaluations_needed(config: PPOConfig, decode: str, finetune_steps: int) -> int:
@@ -75,18 +80,20 @@ def policy_search(key: jax.Array, net: PolicyNetwork, graphs, cost_params: CostP
                   finetune_steps: int = 0, seeds: jax.Array | None = None) -> SearchResult:
     """The search of the module docstring on ``graphs [B]``; a :class:`SearchResult`."""
     needed = evaluations_needed(config, decode, finetune_steps)
-    if seeds is not None and decode != "brkga":
-        raise ValueError(f"seeds (--seed-from) need decode 'brkga', got {decode!r}")
+    search = SEEDED_SEARCHES.get(decode)
+    if seeds is not None and search is None:
+        raise ValueError(f"seeds (--seed-from) need a seeded search as decode "
+                         f"({', '.join(SEEDED_SEARCHES)}), got {decode!r}")
     if seeds is not None and budget == needed:
         raise ValueError(f"the policy uses the whole budget ({budget} evaluations), none is left "
-                         "for BRKGA's seeds")
+                         f"for {decode}'s seeds")
     if budget < needed:
         raise ValueError(f"the policy needs {needed} evaluations per graph ({config.rounds} "
                          f"greedy rounds + {finetune_steps} fine-tuning iterations × "
                          f"{config.samples} samples × {config.rounds} rounds), the budget is "
                          f"{budget}")
     space.check_exec_model(exec_model.num_devices, exec_model.fusion)
-    genes = space.search_genes(exec_model.fusion) if decode == "brkga" else None
+    genes = None if search is None else space.search_genes(exec_model.fusion)
     config = dataclasses.replace(config, objective=objective)
     cost_params = jax.tree.map(lambda x: jnp.asarray(x, jnp.float32), cost_params)
     params, static = eqx.partition(net, eqx.is_array)
@@ -141,9 +148,9 @@ def policy_search(key: jax.Array, net: PolicyNetwork, graphs, cost_params: CostP
     starts = best.keys[:, None]
     if seeds is not None:
         starts = jnp.concatenate([starts, jnp.asarray(seeds, starts.dtype)], axis=1)
-    seeded = brkga.run_batch(jax.random.fold_in(key, 1), graphs, num_devices=exec_model.num_devices,
-                             budget=budget - needed, objective=objective, cost_params=cost_params,
-                             seeds=starts, scheduler=exec_model.scheduler,
-                             fusion=exec_model.fusion, genes=genes)
+    seeded = search(jax.random.fold_in(key, 1), graphs, num_devices=exec_model.num_devices,
+                    budget=budget - needed, objective=objective, cost_params=cost_params,
+                    seeds=starts, scheduler=exec_model.scheduler, fusion=exec_model.fusion,
+                    genes=genes)
     return SearchResult(seeded.best_value, seeded.best_keys, seeded.best_evaluation,
                         used + seeded.evals_used)
