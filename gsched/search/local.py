@@ -11,9 +11,10 @@ chromosome like every other optimizer's and :func:`run_batch` is a drop-in repla
 **Start / restart.** A uniform random chromosome: its placement is uniform over devices and its
 decoded schedule a random topological order (the paper's "topological sort order of the ops,
 [...] placement selects devices uniformly randomly"). Transfer priorities stay as drawn; no
-move changes them. Given ``seeds [S, L]`` (or ``[B, S, L]``; ``--seed-from``), the first ``S``
-starts are the seeds in turn (the first start, then the first ``S − 1`` restarts), later
-restarts random: local search from known solutions, never worse than the best seed reached.
+move changes them. Given ``seeds [S, L]`` (or ``[B, S, L]``; ``--seed-from``), the first step
+evaluates every seed (slots ``0 … S − 1``, ``S ≤ K``; its other slots are neighbours of the
+first seed) and starts from the best of them; later restarts are random. So the search starts
+from the best known solution and is never worse than it.
 
 **Moves** (only real ops, ``graphs.op_mask``; genes of padded ops/tensors are never touched):
 
@@ -184,6 +185,7 @@ def _search(key, graphs: PaddedGraph, cost_params: CostParams, budget, device_mo
     step_keys = jax.vmap(lambda k: jax.random.split(k, steps))(jax.random.split(key, b))
     batch = jnp.arange(b)
     slot = jnp.arange(size)
+    seeds = None if seeds is None else batch_seeds(seeds, b)
 
     def freeze(x):
         return freeze_genes(x, graphs.bucket, num_devices, fusion, genes)
@@ -192,30 +194,39 @@ def _search(key, graphs: PaddedGraph, cost_params: CostParams, budget, device_mo
         return scored_batch(graphs, x, cost_params, num_devices=num_devices,
                             objective=objective, scheduler=scheduler, fusion=fusion)
 
-    def propose(k, current, restart, op_mask, starts, own_seeds):
+    def propose(k, current, restart, op_mask, own_seeds, first):
         k_start, k_moves = jax.random.split(k)
         start = jax.random.uniform(k_start, (length,), jnp.float32)
-        if own_seeds is not None:  # start number `starts` is a seed while there are any
-            count = own_seeds.shape[0]
-            seeded = own_seeds[jnp.minimum(starts, count - 1)]
-            start = jnp.where(starts < count, seeded, start)
+        if own_seeds is not None:  # the first start: the first seed's neighbourhood
+            start = jnp.where(first, own_seeds[0], start)
         base = freeze(jnp.where(restart, start, current))
         moves = freeze(neighbours_of(k_moves, base, op_mask, num_devices, size,
                                      device_move_prob, "fusion" in kinds))
-        # A restart spends slot 0 on evaluating the new start itself.
+        # A restart spends slot 0 on evaluating the new start itself, the first step with
+        # seeds slots 0 … S − 1 on the seeds.
         moves = moves.at[0].set(jnp.where(restart, base, moves[0]))
+        if own_seeds is not None:
+            count = own_seeds.shape[0]
+            moves = moves.at[:count].set(jnp.where(first, freeze(own_seeds), moves[:count]))
         return base, moves
+
+    starts = 1 if seeds is None else seeds.shape[1]  # start slots of the first step
 
     def step(carry, xs):
         current, value, fails, restart, best, restarts, moves_made = carry
         i, keys_i = xs
-        base, candidates = jax.vmap(propose)(keys_i, current, restart, graphs.op_mask,
-                                             restarts, seeds)
+        base, candidates = jax.vmap(propose, in_axes=(0, 0, 0, 0, 0, None))(
+            keys_i, current, restart, graphs.op_mask, seeds, i == 0)
         evaluation, values = evaluate(candidates)  # [B, K]
         values = jnp.where((i * size + slot < budget)[None, :], values, jnp.inf)
 
-        base_value = jnp.where(restart, values[:, 0], value)
-        neighbour_values = values.at[:, 0].set(jnp.where(restart, jnp.inf, values[:, 0]))
+        # A restart starts from the best of its start slots (slot 0; the seeds at step 0).
+        start_slot = restart[:, None] & (slot < jnp.where(i == 0, starts, 1))[None, :]
+        start_values = jnp.where(start_slot, values, jnp.inf)
+        chosen = jnp.argmin(start_values, axis=1)
+        base = jnp.where(restart[:, None], candidates[batch, chosen], base)
+        base_value = jnp.where(restart, start_values[batch, chosen], value)
+        neighbour_values = jnp.where(start_slot, jnp.inf, values)
         pick = jnp.argmin(neighbour_values, axis=1)
         pick_value = neighbour_values[batch, pick]
         improve = pick_value < base_value
@@ -228,7 +239,6 @@ def _search(key, graphs: PaddedGraph, cost_params: CostParams, budget, device_mo
         return (current, value, fails, fails >= patience, best, restarts + restart,
                 moves_made + improve), None
 
-    seeds = None if seeds is None else batch_seeds(seeds, b)
     zeros = jnp.zeros(b, jnp.int32)
     carry = (jnp.zeros((b, length), jnp.float32), jnp.full(b, jnp.inf, jnp.float32), zeros,
              jnp.ones(b, bool), no_best(evaluate, b, length), zeros, zeros)
@@ -267,7 +277,8 @@ def run_batch_with_stats(key: jax.Array, graphs: PaddedGraph, *, num_devices: in
     size = min(int(neighbours), int(budget))
     steps = -(-int(budget) // size)
     check_seeds(seeds, graphs.bucket.chromosome_length(num_devices, fusion),
-                np.shape(graphs.op_mask)[0], steps, "one per start: ceil(budget / neighbours)")
+                np.shape(graphs.op_mask)[0], size,
+                "all evaluated at the first step: min(neighbours, budget)")
     cost_params = CostParams(*(jnp.asarray(x, jnp.float32) for x in cost_params))
     return _search_jit(key, graphs, cost_params, np.int32(budget),
                        jnp.asarray(device_move_prob, jnp.float32), seeds,
@@ -297,8 +308,8 @@ def run_batch(key: jax.Array, graphs: PaddedGraph, *, num_devices: int, budget: 
       scheduler, fusion: the cost model's static settings; with ``fusion`` chromosomes carry
         fusion keys and a third of the moves flip one.
       genes: the chromosome parts searched (:func:`gsched.search.common.freeze_genes`).
-      seeds: ``[S, L]`` or ``[B, S, L]`` known chromosomes (padded layout): the first ``S``
-        starts (``S ≤ ceil(budget / neighbours)``).
+      seeds: ``[S, L]`` or ``[B, S, L]`` known chromosomes (padded layout), evaluated at the
+        first step; the search starts from the best (``S ≤ min(neighbours, budget)``).
 
     Returns a :class:`gsched.search.SearchResult` (leading ``[B]``), as
     :func:`gsched.search.random.run_batch` does. See the module docstring.
