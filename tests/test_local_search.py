@@ -151,6 +151,12 @@ def test_seeds_are_evaluated_first_and_the_best_is_the_start():
     assert np.all(np.asarray(out.best_value) <= values.min(axis=1) * (1 + 1e-6))
     assert np.all(np.asarray(stats.moves) >= 1)  # it moved from the seed
     _check_consistent(out, "runtime", 2)
+    # A better second seed is the start, and not given up after the first step (its
+    # neighbours were the first seed's): no restart at the second step.
+    two = np.stack([seeds[:, 0], np.asarray(out.best_keys)], axis=1)
+    _, stats = run_batch_with_stats(jax.random.key(2), graphs, budget=32, neighbours=16,
+                                    **common | {"seeds": two})
+    assert np.asarray(stats.restarts).tolist() == [1, 1, 1]
     with pytest.raises(ValueError, match=r"3 seeds do not fit: at most 2 \(all evaluated"):
         run_batch(jax.random.key(1), graphs, budget=20, neighbours=2,
                   **common | {"seeds": np.zeros((3, length), np.float32)})

@@ -232,7 +232,10 @@ def _search(key, graphs: PaddedGraph, cost_params: CostParams, budget, device_mo
         improve = pick_value < base_value
         current = jnp.where(improve[:, None], candidates[batch, pick], base)
         value = jnp.where(improve, pick_value, base_value)
-        fails = jnp.where(improve, 0, jnp.where(restart, 0, fails) + 1)
+        # A step fails when no neighbour of its base improves on it; at the first step with
+        # seeds the neighbours are the first seed's, so a better other seed has not failed.
+        tried = ~restart | (chosen == 0)
+        fails = jnp.where(improve, 0, jnp.where(restart, 0, fails) + tried)
 
         # i == 0: slot 0 is always counted.
         best = track_best(best, values, candidates, evaluation, force=i == 0)
