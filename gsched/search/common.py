@@ -46,8 +46,8 @@ def concrete(x) -> np.ndarray | None:
 
 def check_seeds(seeds, length: int, batch: int | None, most: int, room: str) -> None:
     """Known chromosomes a search starts from: ``[S, L]`` (shared) or, with ``batch``,
-    ``[B, S, L]``, in the padded layout; ``1 <= S <= most`` (``room`` says what bounds it) and keys
-    in ``[0, 1]`` when concrete. ``ValueError`` naming the problem otherwise."""
+    ``[B, S, L]``, in the padded layout; ``1 <= S <= most`` (``room`` says what bounds it) and
+    keys in ``[0, 1]`` when concrete. ``ValueError`` naming the problem otherwise."""
     if seeds is None:
         return
     shape = np.shape(seeds)
@@ -56,7 +56,9 @@ def check_seeds(seeds, length: int, batch: int | None, most: int, room: str) -> 
         want = f"[S, {length}]" + ("" if batch is None else f" or [{batch}, S, {length}]")
         raise ValueError(f"seeds must have shape {want} (padded layout, see gsched.pad_keys), "
                          f"got {shape}")
-    if not 1 <= shape[-2] <= most:
+    if shape[-2] < 1:
+        raise ValueError(f"seeds hold no chromosome (shape {shape})")
+    if shape[-2] > most:
         raise ValueError(f"{shape[-2]} seeds do not fit: at most {most} ({room})")
     values = concrete(seeds)
     if values is not None and not np.all((values >= 0) & (values <= 1)):

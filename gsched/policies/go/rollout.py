@@ -18,8 +18,9 @@ fine-tuning gives each graph its own copy of the parameters):
    (:meth:`~gsched.policies.go.actions.ActionSpace.search_genes`), with the policy's best
    solution as the first chromosome of its initial population (evaluated again and counted):
    the policy-seeded BRKGA, whose result is never worse than the policy's (beyond the
-   papers). ``decode="local_search"`` / ``"annealing"`` do the same with local search (the
-   policy's solution its first start) or simulated annealing (every chain starts from it).
+   papers). ``decode="local_search"`` / ``"annealing"`` do the same with local search (its
+   first step evaluates the seeds and starts from the best) or simulated annealing (every
+   chain starts from a seed).
    ``seeds [B, S, L]`` (the method's ``--seed-from``, host heuristics' solutions) join the
    policy's as the next ``S`` seeds of that search.
 
