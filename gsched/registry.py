@@ -95,9 +95,10 @@ CHECKPOINT = Option("checkpoint", str, "learned methods: checkpoint directory (d
 DECODE = Option("decode", str, "learned methods: greedy, sample or beam; gdp / go also brkga, "
                                "local_search or annealing (the rest of the budget: that search "
                                "started from the policy's best)")
-SEED_FROM = Option("seed_from", str, "searches (gdp / go: with --decode brkga): heuristics "
-                                     "whose solutions the search starts from, comma-separated, "
-                                     "e.g. metis (their evaluations count)")
+SEED_FROM = Option("seed_from", str, "searches (gdp / go: with --decode brkga, local_search "
+                                     "or annealing): heuristics whose solutions the search "
+                                     "starts from, comma-separated, e.g. metis (their "
+                                     "evaluations count)")
 TIME_LIMIT = Option("time_limit", float, "exact solvers: time limit in seconds")
 GENES = Option("genes", str, "searches: the chromosome parts searched: all (default), "
                              "placement+schedule (no fusion) or placement (GO's pl / pl+sch / "
