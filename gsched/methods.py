@@ -236,10 +236,11 @@ def _placement(mesh: jax.sharding.Mesh | None, batch: int, seeded: bool):
     return (replicated, per_graph, replicated) + ((per_graph,) if seeded else ())
 
 
-def _seed_chromosomes(names: tuple[str, ...], graphs: list[Graph], bucket, num_devices: int,
+def seed_chromosomes(names: tuple[str, ...], graphs: list[Graph], bucket, num_devices: int,
                       seed: int, fusion: bool) -> np.ndarray:
     """``[B, S, L]`` the solutions of the heuristics ``names`` on ``graphs`` as padded
-    chromosomes: those their rows are scored by (with ``fusion``, every fusion key 1)."""
+    chromosomes: those their rows are scored by (with ``fusion``, every fusion key 1). What
+    ``seed_from`` passes to a search (and the seed controls use)."""
     def chromosome(name, graph, padded):
         order, placement, *_ = _runner(name, ())(graph, num_devices, seed)
         return np.asarray(order_chromosome(padded, order, placement, num_devices, fusion))
@@ -280,7 +281,7 @@ def _run_search(runner, graphs, num_devices, budget, objective, cost_params, see
     operands = (jax.random.PRNGKey(seed), batch_graphs(graphs, bucket), cost_params)
     start = time.perf_counter()
     if seed_from:
-        operands += (_seed_chromosomes(seed_from, graphs, bucket, num_devices, seed,
+        operands += (seed_chromosomes(seed_from, graphs, bucket, num_devices, seed,
                                        dict(model).get("fusion", False)),)
     seed_seconds = time.perf_counter() - start
     operands = jax.device_put(operands, _placement(mesh, len(graphs), bool(seed_from)))

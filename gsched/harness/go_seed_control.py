@@ -43,9 +43,7 @@ import jax
 import numpy as np
 
 from gsched import methods
-from gsched.baselines.placement import PLACEMENT_BASELINES
-from gsched.core.padding import batch_graphs, bucket_for, pad_graph
-from gsched.costmodel.host import order_chromosome
+from gsched.core.padding import batch_graphs, bucket_for
 from gsched.harness import go_gdp
 from gsched.harness.benchmarks import parse_int_list
 from gsched.infra.progress import log
@@ -91,13 +89,13 @@ def run_graph(method: str, graph, checkpoint: Path, *, num_devices: int, budget:
                 jax.random.fold_in(jax.random.PRNGKey(seed), 1), padded, budget=seeded_budget,
                 cost_params=cost, seeds=seed_keys, genes=genes, **common).best_value[0])
 
-        order, placement, *_ = PLACEMENT_BASELINES["metis"][1](graph, num_devices, seed)
-        metis = order_chromosome(pad_graph(graph, padded.bucket), order, placement,
-                                 num_devices, fusion)
+        # METIS's chromosome [1, 1, L], as seed_from builds it
+        metis = methods.seed_chromosomes(("metis",), [graph], padded.bucket, num_devices, seed,
+                                         fusion)
         out[alone].append(search_run(budget))
         out[zero].append(float(zero_shot.best_value[0]))
         out[learned].append(method_run())
-        out[control].append(search_run(budget - 1, metis[None, None]))
+        out[control].append(search_run(budget - 1, metis))
         out[both].append(method_run(seed_from="metis"))
     return {row: np.asarray(values) for row, values in out.items()}
 
