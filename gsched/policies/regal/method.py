@@ -13,7 +13,8 @@ The feature search spends the ``feature_evals`` of the checkpoint's training con
 REGAL A.1) of the budget. A checkpoint is a policy export (``train.regal`` writes
 ``<run_dir>/policy``) or a training run directory / checkpoint (the policy is taken from its
 training state). Loading imports orbax (``gsched.infra``), so it happens in ``build``, never
-at import.
+at import. With ``--seed-from`` (beyond the paper) the runner also takes ``seeds [B, S, L]``,
+which start the policy's search (:func:`gsched.policies.regal.rollout.pin_seeds`).
 
 Without ``checkpoint`` the shipped policy of the run's objective is used
 (``DEFAULT_CHECKPOINTS``; the objective is static, so the choice is made at trace time); an
@@ -34,7 +35,7 @@ from gsched.policies.regal.checkpoint import DEFAULT_CHECKPOINTS, load_policy
 from gsched.policies.regal.gnn import SequenceEncoder
 from gsched.policies.regal.policy import Policy
 from gsched.policies.regal.rollout import DECODINGS, FEATURE_EVALS, guided_search
-from gsched.registry import CHECKPOINT, DECODE, Method
+from gsched.registry import CHECKPOINT, DECODE, SEED_FROM, Method
 
 
 @dataclasses.dataclass(frozen=True, eq=False)
@@ -46,11 +47,11 @@ class LearnedRunner:
     search: str
     policies: dict[str, tuple[Policy, int, dict[str, Any]]]  # objective → (policy, evals, info)
 
-    def __call__(self, key, graphs, cost_params, *, num_devices, budget, objective):
+    def __call__(self, key, graphs, cost_params, seeds=None, *, num_devices, budget, objective):
         policy, feature_evals, _ = self.policies[objective]
         return guided_search(key, policy, graphs, cost_params, num_devices=num_devices,
                              budget=budget, objective=objective, decoding=self.decoding,
-                             search=self.search, feature_evals=feature_evals)
+                             search=self.search, feature_evals=feature_evals, seeds=seeds)
 
     def info(self, objective: str) -> dict[str, Any]:
         """JSON fields added to every result row of a run on ``objective``."""
@@ -92,9 +93,9 @@ build_idrs = functools.partial(_build, "idrs", "random", "gnn")
 
 METHODS = {
     "regal": Method("REGAL: a GNN policy's per-node Betas guide BRKGA (400 evals of features)",
-                    "search", build_regal, options=(CHECKPOINT, DECODE)),
+                    "search", build_regal, options=(CHECKPOINT, DECODE, SEED_FROM)),
     "gas": Method("GAS: REGAL's heads on an LSTM over the topologically sorted nodes",
-                  "search", build_gas, options=(CHECKPOINT, DECODE)),
+                  "search", build_gas, options=(CHECKPOINT, DECODE, SEED_FROM)),
     "idrs": Method("IDRS: the REGAL policy's Betas with plain random sampling, no BRKGA",
-                   "search", build_idrs, options=(CHECKPOINT, DECODE)),
+                   "search", build_idrs, options=(CHECKPOINT, DECODE, SEED_FROM)),
 }

@@ -8,7 +8,9 @@
 * :func:`guided_search` — a whole learned method on graphs ``[B]`` with an exact budget: the
   feature search (``feature_evals`` uniform-BRKGA evaluations, REGAL A.1), the policy, then
   :func:`policy_search` with the remaining ``budget − feature_evals``; the result is the better
-  of the two searches' bests (both counted), ``evals_used == budget``.
+  of the two searches' bests (both counted), ``evals_used == budget``. With ``seeds [B, S, L]``
+  (``--seed-from``, beyond the paper) the policy search's initial population starts with them,
+  devices relabelled so that the pinned op is on device 0 (:func:`pin_seeds`).
 * :func:`guided_search_trace` — the same and its best value after every counted evaluation,
   ``[B, budget]`` (the feature search's, then the policy search's), for REGAL's
   generations-to-match (``eval/generations_to_match.py``).
@@ -44,13 +46,42 @@ def actions_to_params(actions: jnp.ndarray, graphs: PaddedGraph,
 
 def policy_search(key: jax.Array, graphs: PaddedGraph, params: brkga.BRKGAParams,
                   pinned: jnp.ndarray, cost_params: CostParams, *, num_devices: int,
-                  budget: int, objective: str, search: str = "brkga") -> brkga.BRKGAResult:
-    """BRKGA (``search="brkga"``) or random sampling (``"random"``) from per-graph params."""
+                  budget: int, objective: str, search: str = "brkga",
+                  seeds: jnp.ndarray | None = None) -> brkga.BRKGAResult:
+    """BRKGA (``search="brkga"``) or random sampling (``"random"``) from per-graph params;
+    ``seeds [B, S, L]`` (already pinned, :func:`pin_seeds`) start its initial population."""
     if search not in SEARCHES:
         raise ValueError(f"search must be one of {SEARCHES}, got {search!r}")
     config = REGAL_BRKGA if search == "brkga" else RANDOM_SAMPLING
     return brkga.run_batch(key, graphs, config, params, num_devices=num_devices, budget=budget,
-                           objective=objective, cost_params=cost_params, pinned=pinned)
+                           objective=objective, cost_params=cost_params, pinned=pinned,
+                           seeds=seeds)
+
+
+def pin_seeds(seeds: jnp.ndarray, pinned: jnp.ndarray, num_ops: int,
+              num_devices: int) -> jnp.ndarray:
+    """Chromosomes ``seeds [B, S, L]`` with devices 0 and ``d`` swapped, where ``d`` is the
+    device of the graph's pinned op (``pinned [B, N]``, 0 there, −1 elsewhere; SPEC §2: the
+    largest affinity, first on ties): the op affinities' and the transfer priorities' columns
+    ``0`` and ``d`` are exchanged. On identical devices the pinned search then evaluates each
+    seed as the solution it is, not one with that op moved to device 0."""
+    batch, count, length = seeds.shape
+    num_tensors = (length - num_ops * (num_devices + 1)) // num_devices
+    affinity = seeds[..., :num_ops * num_devices].reshape(batch, count, num_ops, num_devices)
+    op = jnp.argmax(pinned == 0, axis=-1)  # [B]
+    device = jnp.argmax(affinity[jnp.arange(batch), :, op], axis=-1)  # [B, S]
+    column = jnp.arange(num_devices)
+    swap = jnp.where(column == device[..., None], 0,
+                     jnp.where(column == 0, device[..., None], column))  # [B, S, D]
+
+    def permuted(part, rows):
+        blocks = part.reshape(batch, count, rows, num_devices)
+        return jnp.take_along_axis(blocks, swap[:, :, None], axis=-1).reshape(batch, count, -1)
+
+    transfers = seeds[..., num_ops * (num_devices + 1):]
+    return jnp.concatenate([permuted(seeds[..., :num_ops * num_devices], num_ops),
+                            seeds[..., num_ops * num_devices:num_ops * (num_devices + 1)],
+                            permuted(transfers, num_tensors)], axis=-1)
 
 
 def better_of(a: SearchResult, b: brkga.BRKGAResult, evals_used: jnp.ndarray) -> SearchResult:
@@ -73,17 +104,18 @@ def decode_actions(key: jax.Array, logits: jnp.ndarray, decoding: str) -> jnp.nd
 
 def guided_search(key: jax.Array, policy: Policy, graphs: PaddedGraph, cost_params: CostParams,
                   *, num_devices: int, budget: int, objective: str, decoding: str = "greedy",
-                  search: str = "brkga", feature_evals: int = FEATURE_EVALS) -> SearchResult:
+                  search: str = "brkga", feature_evals: int = FEATURE_EVALS,
+                  seeds: jnp.ndarray | None = None) -> SearchResult:
     """A learned method end to end on graphs ``[B]`` (see the module docstring)."""
     return guided_search_trace(key, policy, graphs, cost_params, num_devices=num_devices,
                                budget=budget, objective=objective, decoding=decoding,
-                               search=search, feature_evals=feature_evals)[0]
+                               search=search, feature_evals=feature_evals, seeds=seeds)[0]
 
 
 def guided_search_trace(key: jax.Array, policy: Policy, graphs: PaddedGraph,
                         cost_params: CostParams, *, num_devices: int, budget: int,
                         objective: str, decoding: str = "greedy", search: str = "brkga",
-                        feature_evals: int = FEATURE_EVALS
+                        feature_evals: int = FEATURE_EVALS, seeds: jnp.ndarray | None = None
                         ) -> tuple[SearchResult, jnp.ndarray]:
     """:func:`guided_search` and its best-so-far curve ``[B, budget]`` (float32): entry ``e``
     is the best value after counted evaluation ``e + 1``, the feature search's evaluations
@@ -101,7 +133,8 @@ def guided_search_trace(key: jax.Array, policy: Policy, graphs: PaddedGraph,
     result, second = finish_search(key_actions, key_search, policy, graphs, features, first,
                                    cost_params, num_devices=num_devices,
                                    budget=budget - feature_evals, objective=objective,
-                                   decoding=decoding, search=search, evals_used=budget)
+                                   decoding=decoding, search=search, evals_used=budget,
+                                   seeds=seeds)
     curve = jnp.concatenate([first.best_so_far, jnp.minimum(second.best_so_far,
                                                             first.best_value[:, None])], axis=1)
     return result, curve
@@ -110,16 +143,20 @@ def guided_search_trace(key: jax.Array, policy: Policy, graphs: PaddedGraph,
 def finish_search(key_actions: jax.Array, key_search: jax.Array, policy: Policy,
                   graphs: PaddedGraph, features: Features, first, cost_params: CostParams, *,
                   num_devices: int, budget: int, objective: str, decoding: str, search: str,
-                  evals_used: int) -> tuple[SearchResult, brkga.BRKGAResult]:
+                  evals_used: int, seeds: jnp.ndarray | None = None
+                  ) -> tuple[SearchResult, brkga.BRKGAResult]:
     """The policy part of :func:`guided_search` given features and the feature search's best
     (``first``: anything with ``best_value``, ``best_keys``, ``best_evaluation``): the better
-    of the two, and the policy search's own result."""
+    of the two, and the policy search's own result (started from ``seeds``, pinned)."""
     logits = jax.vmap(policy)(graphs, features)
     actions = decode_actions(key_actions, logits, decoding)
     params = actions_to_params(actions, graphs, policy.space)
+    if seeds is not None:
+        seeds = pin_seeds(jnp.asarray(seeds, jnp.float32), features.pinned,
+                          graphs.op_mask.shape[-1], num_devices)
     result = policy_search(key_search, graphs, params, features.pinned, cost_params,
                            num_devices=num_devices, budget=budget, objective=objective,
-                           search=search)
+                           search=search, seeds=seeds)
     used = jnp.full(graphs.op_mask.shape[:1], evals_used, jnp.int32)
     return better_of(SearchResult(first.best_value, first.best_keys, first.best_evaluation,
                                   used), result, used), result
