@@ -152,6 +152,24 @@ def test_seeds_only_is_the_topoformer_order_in_any_bucket(checkpoint):
         np.testing.assert_array_equal(a, b)
 
 
+def test_seed_from_adds_the_heuristics_seeds_after_the_decoded_orders(checkpoint):
+    """``--seed-from xla_list`` with a budget of exactly the seeds (greedy: one order, one
+    list-scheduled order): the better of the two, both counted."""
+    bucket = bucket_for(GRAPHS)
+    rows = optimize("topoformer_brkga", GRAPHS, num_devices=1, budget=3, seed=1,
+                    options={"checkpoint": checkpoint, "decode": "greedy",
+                             "seed_from": "xla_list"}).results
+    listed = optimize("xla_list", GRAPHS, num_devices=1, budget=1).results
+    wins = 0
+    for g, seed_order, row, alone in zip(GRAPHS, _greedy_orders(checkpoint, GRAPHS, bucket),
+                                         rows, listed):
+        assert row["evals_used"] == 3 and row["seed_from"] == "xla_list"
+        assert row["value"] == pytest.approx(min(_peak(g, seed_order), alone["value"]),
+                                             rel=1e-6)
+        wins += alone["value"] < _peak(g, seed_order) * (1 - 1e-6)
+    assert wins > 0  # the list order beats the tiny random model somewhere: its seed counts
+
+
 def test_errors(checkpoint, tmp_path):
     graphs = GRAPHS[:1]
     with pytest.raises(ValueError, match="at most 1 device"):

@@ -21,7 +21,8 @@ One traceable ``fn(key, graphs [B], cost_params, *, num_devices, budget, objecti
    REGAL's 0.7 everywhere. (``κ = 2`` was chosen over ``n + 1`` and 8, 32 on fresh
    training-distribution graphs, not on evaluation graphs: see ``docs/results/hybrid``);
 4. BRKGA with REGAL's sizes (``π = 100``, ``π_e = 10``, ``π_c = 80``) runs with the ``K``
-   seeds as the first chromosomes of its initial population.
+   seeds as the first chromosomes of its initial population, then any ``--seed-from``
+   heuristics' chromosomes (``seeds [B, S, L]``; the Betas stay centred on the decoded order).
 
 Budget: the ``K`` seeds are BRKGA's first ``K`` counted evaluations (one per decoded order,
 what the ``topoformer`` method counts), so ``evals_used == budget`` and the result is never
@@ -47,7 +48,7 @@ from gsched.policies.topoformer.method import (
     decoded_orders,
 )
 from gsched.policies.topoformer.model import Topoformer, TopoformerConfig
-from gsched.registry import CHECKPOINT, DECODE, Method, Option, Search
+from gsched.registry import CHECKPOINT, DECODE, SEED_FROM, Method, Option, Search
 from gsched.search import brkga
 from gsched.search.common import SearchResult
 
@@ -96,13 +97,16 @@ def mutant_params(graph: PaddedGraph, order: jnp.ndarray,
 
 def seeded_brkga(key: jax.Array, graphs: PaddedGraph, orders: jnp.ndarray,
                   best_orders: jnp.ndarray, concentration: float, *, budget: int,
-                  objective: str = OBJECTIVE, cost_params: CostParams = CostParams()
-                  ) -> brkga.BRKGAResult:
+                  objective: str = OBJECTIVE, cost_params: CostParams = CostParams(),
+                  extra_seeds: jnp.ndarray | None = None) -> brkga.BRKGAResult:
     """BRKGA on ``graphs [B]`` (``D = 1``) seeded with ``orders [B, K, N]`` (each a
-    :func:`seed_chromosome`) and with the scheduling genes' Betas centred on ``best_orders
-    [B, N]`` (:func:`mutant_params`). Whatever produced the orders: the Topoformer here,
-    another scheduler in ``gsched.harness.seed_control``'s control."""
+    :func:`seed_chromosome`), then ``extra_seeds [B, S, L]`` (chromosomes), and with the
+    scheduling genes' Betas centred on ``best_orders [B, N]`` (:func:`mutant_params`).
+    Whatever produced the orders: the Topoformer here, another scheduler in
+    ``gsched.harness.seed_control``'s control."""
     seeds = jax.vmap(jax.vmap(seed_chromosome, in_axes=(None, 0)))(graphs, orders)
+    if extra_seeds is not None:
+        seeds = jnp.concatenate([seeds, jnp.asarray(extra_seeds, seeds.dtype)], axis=1)
     params = jax.vmap(lambda g, o: mutant_params(g, o, concentration))(graphs, best_orders)
     return brkga.run_batch(key, graphs, brkga.BRKGAConfig(), params, num_devices=1,
                            budget=budget, objective=objective, cost_params=cost_params,
@@ -110,10 +114,12 @@ def seeded_brkga(key: jax.Array, graphs: PaddedGraph, orders: jnp.ndarray,
 
 
 def search(model: Topoformer, config: TopoformerConfig, decoding: str, concentration: float,
-           key: jax.Array, graphs: PaddedGraph, cost_params: CostParams, *, num_devices: int,
-           budget: int, objective: str) -> SearchResult:
+           key: jax.Array, graphs: PaddedGraph, cost_params: CostParams,
+           seeds: jnp.ndarray | None = None, *, num_devices: int, budget: int,
+           objective: str) -> SearchResult:
     """Topoformer orders → seeds and rank Betas → BRKGA on ``graphs [B]`` (traceable; see
-    the module docstring). Exactly ``budget`` evaluations per graph."""
+    the module docstring), also seeded with ``seeds [B, S, L]`` when given. Exactly
+    ``budget`` evaluations per graph."""
     check_single_device(NAME, num_devices)
     if objective != OBJECTIVE:
         raise ValueError(f"{NAME} optimizes only {OBJECTIVE} (with one device every order has "
@@ -123,7 +129,8 @@ def search(model: Topoformer, config: TopoformerConfig, decoding: str, concentra
     orders, best = decoded_orders(model, config, decoding, key_decode, graphs, width)
     batch = jnp.arange(graphs.op_mask.shape[0])
     result = seeded_brkga(key_search, graphs, orders, orders[batch, best], concentration,
-                          budget=budget, objective=objective, cost_params=cost_params)
+                          budget=budget, objective=objective, cost_params=cost_params,
+                          extra_seeds=seeds)
     return SearchResult(result.best_value, result.best_keys, result.best_evaluation,
                         result.evals_used)
 
@@ -138,9 +145,9 @@ def build_topoformer_brkga(checkpoint: str | Path | None = None, decode: str = "
         raise ValueError(f"concentration must be a finite number > 0, got {concentration!r}")
     model, config = load(checkpoint, decode)
 
-    def runner(key, graphs, *, cost_params, num_devices, budget, objective):
+    def runner(key, graphs, *, cost_params, num_devices, budget, objective, seeds=None):
         return search(model, config, decode, float(concentration), key, graphs, cost_params,
-                      num_devices=num_devices, budget=budget, objective=objective)
+                      seeds, num_devices=num_devices, budget=budget, objective=objective)
 
     return Search(runner)
 
@@ -150,6 +157,7 @@ CONCENTRATION = Option("concentration", float, "topoformer_brkga: total concentr
 METHODS = {
     "topoformer_brkga": Method("Topoformer-seeded BRKGA: the decoded orders seed BRKGA, mutants "
                                "from rank Betas around the best one; one device", "search",
-                               build_topoformer_brkga, options=(CHECKPOINT, DECODE, CONCENTRATION),
+                               build_topoformer_brkga,
+                               options=(CHECKPOINT, DECODE, CONCENTRATION, SEED_FROM),
                                max_devices=1, objectives=("peak_memory",)),
 }
