@@ -55,7 +55,7 @@ def test_controls_rows_on_fresh_graphs(tmp_path):
     rows, sizes = go_controls.controls(config, "gdp", count=3, draws=2, samples=8,
                                        search_budget=200, finetune=2, temperature=2.0)
     assert len(sizes) == 3 and all(10 <= n <= 14 for n in sizes)
-    by_label = {label: (evaluations, values) for label, evaluations, values in rows}
+    by_label = {label: (evaluations, values) for label, evaluations, values, _ in rows}
     assert list(by_label) == [
         "untrained network, greedy", "untrained network, fine-tuned 2 it., T = 2 (GDP-one)",
         "uniform random chromosome (mean of 2)", "random search, best of 1",
@@ -76,8 +76,39 @@ def test_controls_rows_on_fresh_graphs(tmp_path):
     # 200 BRKGA evaluations beat the average uniform chromosome on 10-14-op graphs
     average = by_label["uniform random chromosome (mean of 2)"][1]
     assert np.all(by_label["BRKGA, 200"][1] <= average)
+    assert all(seconds > 0 for *_, seconds in rows)
     text = go_controls.markdown(rows, sizes, "tiny")
     assert text.count("\n| ") == 2 + len(rows) and "| BRKGA, 200 | 200 |" in text
+
+
+def test_search_rows_start_from_random_metis_untrained_and_policy(tmp_path):
+    config = tmp_path / "tiny.toml"
+    config.write_text(TINY)
+    rows, sizes = go_controls.controls(config, "gdp", count=2, draws=1, samples=8,
+                                       search_budget=20, searches=("local_search", "brkga"))
+    by_label = {label: (evaluations, values) for label, evaluations, values, _ in rows}
+    searched = [label for label in by_label if "→" in label or "local search" in label]
+    assert searched == [
+        "local search, 9", "METIS → local search, 9", "untrained network → local search, 9",
+        "policy → local search, 9", "policy + METIS → local search, 9",
+        "METIS → BRKGA, 9", "untrained network → BRKGA, 9", "policy → BRKGA, 9",
+        "policy + METIS → BRKGA, 9"]
+    assert "BRKGA, 9" in by_label  # the unseeded BRKGA row is the plain one
+    for label in searched:
+        evaluations, values = by_label[label]
+        assert evaluations == 9 and values.shape == (2,) and np.all(np.isfinite(values))
+    # a search started from a decode keeps the decode's evaluation
+    for search in ("local search", "BRKGA"):
+        assert np.all(by_label[f"policy → {search}, 9"][1]
+                      <= by_label["policy, greedy"][1] + 1e-6)
+        assert np.all(by_label[f"untrained network → {search}, 9"][1]
+                      <= by_label["untrained network, greedy"][1] + 1e-6)
+    with pytest.raises(ValueError, match="searches must be distinct names"):
+        go_controls.controls(config, "gdp", draws=1, samples=1, search_budget=100,
+                             searches=("local_search", "local_search"))
+    with pytest.raises(ValueError, match="searches must be distinct names"):
+        go_controls.controls(config, "gdp", draws=1, samples=1, search_budget=100,
+                             searches=("tabu",))
 
 
 def test_controls_reject_a_mismatched_checkpoint_or_a_bad_setting(tmp_path):

@@ -31,12 +31,23 @@ Rows:
   untrained network (GDP-one / GO-one: what fine-tuning gives without pre-training); random
   search and BRKGA also get that budget.
 
+With ``searches`` (beyond the papers; :data:`gsched.policies.go.rollout.SEEDED_SEARCHES`),
+for each search S, at the budget K of the last policy row (fine-tuned, else sampled), with
+the method's own seeds (:func:`gsched.methods.optimize`): ``S, K`` (random starts; for BRKGA
+the row above), ``METIS → S, K`` (``seed_from="metis"``: one evaluation for METIS's solution,
+the rest for S started from it), ``untrained network → S, K`` and ``policy → S, K``
+(``decode=S``: the greedy decode, then S from its best solution), and ``policy + METIS → S,
+K`` (both seeds): does the learned start beat a random one, the untrained network's, and the
+best classical heuristic's?
+
 ``temperature`` (default: the checkpoint's, 1) is the sampling temperature of every sampled
 or fine-tuned row of the policy and of the untrained network (their labels say ``T = …``;
 :func:`gsched.policies.go.rollout.policy_search`).
 
-Each row gives the mean ratio over the graphs, its evaluations per graph and the per-graph
-ratios; the markdown goes to stdout and, with ``--out``, to a file.
+Each row gives the mean ratio over the graphs, its evaluations per graph, the wall time of
+its run on all the graphs (one batch, compilation excluded: ``Outcome.wall_seconds``; for the
+uniform chromosome the mean over the draws) and the per-graph ratios; the markdown goes to
+stdout and, with ``--out``, to a file.
 """
 
 from __future__ import annotations
@@ -51,10 +62,11 @@ import numpy as np
 
 from gsched import methods
 from gsched.core.padding import bucket_for
+from gsched.harness.go_seed_control import LABELS
 from gsched.infra.config import load_config
 from gsched.policies.go import training
 from gsched.policies.go.checkpoint import load_policy, network_template, save_policy
-from gsched.policies.go.rollout import evaluations_needed
+from gsched.policies.go.rollout import SEEDED_SEARCHES, evaluations_needed
 
 GRAPHS = ("fresh", "valid")
 
@@ -66,10 +78,16 @@ def _method(tasks: tuple[str, ...]) -> str:
 
 def controls(config_path: Path, checkpoint: str, *, graphs: str = "fresh", count: int = 16,
              draws: int = 16, samples: int = 64, search_budget: int = 5000, finetune: int = 0,
-             temperature: float | None = None, seed: int = 0) -> tuple[list[tuple], list[int]]:
-    """``([(label, evaluations, ratios [G]), ...], graph sizes)`` (module docstring)."""
+             temperature: float | None = None, seed: int = 0,
+             searches: tuple[str, ...] = ()) -> tuple[list[tuple], list[int]]:
+    """``([(label, evaluations, ratios [G], seconds), ...], graph sizes)`` (module
+    docstring)."""
     if graphs not in GRAPHS:
         raise ValueError(f"graphs must be one of {GRAPHS}, got {graphs!r}")
+    for search in searches:
+        if search not in SEEDED_SEARCHES or searches.count(search) > 1:
+            raise ValueError(f"searches must be distinct names of {tuple(SEEDED_SEARCHES)}, "
+                             f"got {searches!r}")
     hot = {} if temperature is None else {"temperature": temperature}
     at = "" if temperature is None else f", T = {temperature:g}"
     config = load_config(config_path, training.TrainConfig)
@@ -92,47 +110,68 @@ def controls(config_path: Path, checkpoint: str, *, graphs: str = "fresh", count
                     cost_params=training.cost_params(config.cost),
                     scheduler=config.cost.scheduler, fusion=config.cost.fusion)
 
-    def ratios(method: str, budget: int, run_seed: int = seed, **options) -> np.ndarray:
+    def ratios(method: str, budget: int, run_seed: int = seed,
+               **options) -> tuple[np.ndarray, float]:
+        """The run's ratios [G] and its wall seconds."""
         outcome = methods.optimize(method, scored, budget=budget, seed=run_seed,
                                    options=options, **settings)
-        return np.array([r[config.ppo.objective] for r in outcome.results]) / reference
+        values = np.array([r[config.ppo.objective] for r in outcome.results]) / reference
+        return values, outcome.wall_seconds
 
     budgets = sorted({rounds, sampled, search_budget} | ({tuned} if finetune else set()))
+    last = tuned if finetune else sampled  # the searches' budget
     with tempfile.TemporaryDirectory() as tmp:
-        untrained = Path(tmp) / "untrained"
+        untrained = str(Path(tmp) / "untrained")
         save_policy(untrained, network_template(spec, jax.random.key(config.seed)), spec,
                     {"step": 0, "untrained": True})
         rows = [("untrained network, greedy", rounds,
-                 ratios(name, rounds, checkpoint=str(untrained)))]
+                 *ratios(name, rounds, checkpoint=untrained))]
         if finetune:
             rows.append((f"untrained network, fine-tuned {finetune} it.{at} "
                          f"({name.upper()}-one)", tuned,
-                         ratios(name, tuned, checkpoint=str(untrained), finetune_steps=finetune,
-                                **hot)))
-    draws_mean = np.mean([ratios("random", 1, s, genes=genes) for s in range(draws)], axis=0)
-    rows.append((f"uniform random chromosome (mean of {draws})", 1, draws_mean))
+                         *ratios(name, tuned, checkpoint=untrained, finetune_steps=finetune,
+                                 **hot)))
+        started = {search: ratios(name, last, checkpoint=untrained, decode=search)
+                   for search in searches}
+    drawn = [ratios("random", 1, s, genes=genes) for s in range(draws)]
+    rows.append((f"uniform random chromosome (mean of {draws})", 1,
+                 np.mean([values for values, _ in drawn], axis=0),
+                 float(np.mean([seconds for _, seconds in drawn]))))
     for budget in budgets:
         rows.append((f"random search, best of {budget}", budget,
-                     ratios("random", budget, genes=genes)))
+                     *ratios("random", budget, genes=genes)))
     for budget in (b for b in budgets if b > rounds):
-        rows.append((f"BRKGA, {budget}", budget, ratios("brkga", budget, genes=genes)))
-    rows.append(("policy, greedy", rounds, ratios(name, rounds, checkpoint=checkpoint)))
+        rows.append((f"BRKGA, {budget}", budget, *ratios("brkga", budget, genes=genes)))
+    rows.append(("policy, greedy", rounds, *ratios(name, rounds, checkpoint=checkpoint)))
     rows.append((f"policy, greedy + {samples} sampled rollouts{at}", sampled,
-                 ratios(name, sampled, checkpoint=checkpoint, decode="sample", **hot)))
+                 *ratios(name, sampled, checkpoint=checkpoint, decode="sample", **hot)))
     if finetune:
         rows.append((f"policy, fine-tuned {finetune} it.{at}", tuned,
-                     ratios(name, tuned, checkpoint=checkpoint, finetune_steps=finetune,
-                            **hot)))
+                     *ratios(name, tuned, checkpoint=checkpoint, finetune_steps=finetune,
+                             **hot)))
+    for search in searches:
+        label = LABELS[search]
+        if search != "brkga":  # else the "BRKGA, K" row above
+            rows.append((f"{label}, {last}", last, *ratios(search, last, genes=genes)))
+        rows += [(f"METIS → {label}, {last}", last,
+                  *ratios(search, last, genes=genes, seed_from="metis")),
+                 (f"untrained network → {label}, {last}", last, *started[search]),
+                 (f"policy → {label}, {last}", last,
+                  *ratios(name, last, checkpoint=checkpoint, decode=search)),
+                 (f"policy + METIS → {label}, {last}", last,
+                  *ratios(name, last, checkpoint=checkpoint, decode=search,
+                          seed_from="metis"))]
     return rows, [g.num_ops for g in scored]
 
 
 def markdown(rows: list[tuple], sizes: list[int], title: str) -> str:
     """The controls table (one line per row)."""
     lines = [f"## {title}", "",
-             "| row | evaluations / graph | mean ratio | per graph (" +
-             ", ".join(f"{n} ops" for n in sizes) + ") |", "| --- | ---: | ---: | --- |"]
-    for label, evaluations, values in rows:
-        lines.append(f"| {label} | {evaluations:,} | {np.mean(values):.3f} | "
+             f"| row | evaluations / graph | mean ratio | seconds ({len(sizes)} graphs) | "
+             "per graph (" + ", ".join(f"{n} ops" for n in sizes) + ") |",
+             "| --- | ---: | ---: | ---: | --- |"]
+    for label, evaluations, values, seconds in rows:
+        lines.append(f"| {label} | {evaluations:,} | {np.mean(values):.3f} | {seconds:.2f} | "
                      + " ".join(f"{v:.3f}" for v in values) + " |")
     return "\n".join(lines) + "\n"
 
@@ -157,13 +196,18 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--temperature", type=float, default=None,
                         help="sampling temperature of the sampled and fine-tuned rows "
                              "(default: the checkpoint's)")
+    parser.add_argument("--search", action="append", default=[],
+                        choices=list(SEEDED_SEARCHES),
+                        help="also the rows of this search started at random, from METIS, "
+                             "from the untrained network and from the policy (repeatable)")
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--out", type=Path, default=None, help="also write the table here")
     args = parser.parse_args(argv)
     rows, sizes = controls(args.config, args.checkpoint, graphs=args.graphs, count=args.count,
                            draws=args.draws, samples=args.samples,
                            search_budget=args.search_budget, finetune=args.finetune,
-                           temperature=args.temperature, seed=args.seed)
+                           temperature=args.temperature, seed=args.seed,
+                           searches=tuple(args.search))
     where = (f"{len(sizes)} fresh graphs" if args.graphs == "fresh"
              else "its validation graphs")
     text = markdown(rows, sizes, f"{args.checkpoint} on {args.config}: {where}, ratio to the "
