@@ -85,24 +85,31 @@ def test_search_rows_start_from_random_metis_untrained_and_policy(tmp_path):
     config = tmp_path / "tiny.toml"
     config.write_text(TINY)
     rows, sizes = go_controls.controls(config, "gdp", count=2, draws=1, samples=8,
-                                       search_budget=20, searches=("local_search", "brkga"))
+                                       search_budget=20, finetune=1,
+                                       searches=("local_search", "brkga"))
     by_label = {label: (evaluations, values) for label, evaluations, values, _ in rows}
-    searched = [label for label in by_label if "→" in label or "local search" in label]
+    searched = [label for label in by_label if "→" in label or "local search" in label
+                or "2 it." in label]
+    # the fine-tuning budget, 1 + 1 x 8 + 1; that of 2 iterations, 1 + 2 x 8 + 1
     assert searched == [
-        "local search, 9", "METIS → local search, 9", "untrained network → local search, 9",
-        "policy → local search, 9", "policy + METIS → local search, 9",
-        "METIS → BRKGA, 9", "untrained network → BRKGA, 9", "policy → BRKGA, 9",
-        "policy + METIS → BRKGA, 9"]
-    assert "BRKGA, 9" in by_label  # the unseeded BRKGA row is the plain one
+        "local search, 10", "METIS → local search, 10", "untrained network → local search, 10",
+        "policy → local search, 10", "policy + METIS → local search, 10",
+        "METIS → BRKGA, 10", "untrained network → BRKGA, 10", "policy → BRKGA, 10",
+        "policy + METIS → BRKGA, 10", "policy, fine-tuned 2 it.",
+        "policy, fine-tuned 1 it. → local search, 18", "policy, fine-tuned 1 it. → BRKGA, 18"]
+    assert "BRKGA, 10" in by_label  # the unseeded BRKGA row is the plain one
     for label in searched:
         evaluations, values = by_label[label]
-        assert evaluations == 9 and values.shape == (2,) and np.all(np.isfinite(values))
+        assert evaluations == (18 if "2 it." in label or ", 18" in label else 10)
+        assert values.shape == (2,) and np.all(np.isfinite(values))
     # a search started from a decode keeps the decode's evaluation
     for search in ("local search", "BRKGA"):
-        assert np.all(by_label[f"policy → {search}, 9"][1]
+        assert np.all(by_label[f"policy → {search}, 10"][1]
                       <= by_label["policy, greedy"][1] + 1e-6)
-        assert np.all(by_label[f"untrained network → {search}, 9"][1]
+        assert np.all(by_label[f"untrained network → {search}, 10"][1]
                       <= by_label["untrained network, greedy"][1] + 1e-6)
+        assert np.all(by_label[f"policy, fine-tuned 1 it. → {search}, 18"][1]
+                      <= by_label["policy, fine-tuned 1 it."][1] + 1e-6)
     with pytest.raises(ValueError, match="searches must be distinct names"):
         go_controls.controls(config, "gdp", draws=1, samples=1, search_budget=100,
                              searches=("local_search", "local_search"))

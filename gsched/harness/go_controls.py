@@ -38,7 +38,10 @@ the row above), ``METIS → S, K`` (``seed_from="metis"``: one evaluation for ME
 the rest for S started from it), ``untrained network → S, K`` and ``policy → S, K``
 (``decode=S``: the greedy decode, then S from its best solution), and ``policy + METIS → S,
 K`` (both seeds): does the learned start beat a random one, the untrained network's, and the
-best classical heuristic's?
+best classical heuristic's? With ``finetune = K`` too, the budget ``K2`` of ``2K`` fine-tuning
+iterations is split the other way: ``policy, fine-tuned 2K it.`` against ``policy,
+fine-tuned K it. → S, K2`` (the method with ``finetune_steps=K, decode=S``): after ``K``
+iterations, is the next share of the budget better spent on PPO or on S?
 
 ``temperature`` (default: the checkpoint's, 1) is the sampling temperature of every sampled
 or fine-tuned row of the policy and of the untrained network (their labels say ``T = …``;
@@ -116,6 +119,7 @@ def controls(config_path: Path, checkpoint: str, *, graphs: str = "fresh", count
         outcome = methods.optimize(method, scored, budget=budget, seed=run_seed,
                                    options=options, **settings)
         values = np.array([r[config.ppo.objective] for r in outcome.results]) / reference
+        methods.release_compiled(only_if_crowded=True)  # ~40 compiled runs: free the mappings
         return values, outcome.wall_seconds
 
     budgets = sorted({rounds, sampled, search_budget} | ({tuned} if finetune else set()))
@@ -161,6 +165,15 @@ def controls(config_path: Path, checkpoint: str, *, graphs: str = "fresh", count
                  (f"policy + METIS → {label}, {last}", last,
                   *ratios(name, last, checkpoint=checkpoint, decode=search,
                           seed_from="metis"))]
+    if finetune and searches:
+        longer = evaluations_needed(spec.ppo, "greedy", 2 * finetune)
+        rows.append((f"policy, fine-tuned {2 * finetune} it.{at}", longer,
+                     *ratios(name, longer, checkpoint=checkpoint, finetune_steps=2 * finetune,
+                             **hot)))
+        rows += [(f"policy, fine-tuned {finetune} it.{at} → {LABELS[search]}, {longer}", longer,
+                  *ratios(name, longer, checkpoint=checkpoint, finetune_steps=finetune,
+                          decode=search, **hot))
+                 for search in searches]
     return rows, [g.num_ops for g in scored]
 
 
