@@ -62,8 +62,8 @@ def test_pinned_seeds_evaluate_as_the_solutions_they_are(num_devices):
     from gsched.policies.regal.features import pinned_ops
     from gsched.policies.regal.rollout import pin_seeds
 
-    graphs = batch_graphs(*(lambda g: (g, bucket_for(g)))(
-        [random_computation_graph(n, n) for n in (14, 20)]))
+    unpadded = [random_computation_graph(n, n) for n in (14, 20)]
+    graphs = batch_graphs(unpadded, bucket_for(unpadded))
     ops, tensors = graphs.op_mask.shape[-1], graphs.tensor_mask.shape[-1]
     keys = jax.random.uniform(jax.random.PRNGKey(num_devices),
                               (2, 32, ops * (num_devices + 1) + tensors * num_devices))

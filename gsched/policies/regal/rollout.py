@@ -23,6 +23,7 @@ import jax.numpy as jnp
 
 from gsched.core.padding import PaddedGraph
 from gsched.costmodel.params import CostParams
+from gsched.costmodel.schedule import key_bits, split_keys
 from gsched.policies.regal.actions import ActionSpace, to_brkga_params
 from gsched.policies.regal.features import Features, compute_features
 from gsched.policies.regal.policy import Policy, mode_actions, sample_actions
@@ -65,23 +66,15 @@ def pin_seeds(seeds: jnp.ndarray, pinned: jnp.ndarray, num_ops: int,
     largest affinity, first on ties): the op affinities' and the transfer priorities' columns
     ``0`` and ``d`` are exchanged. On identical devices the pinned search then evaluates each
     seed as the solution it is, not one with that op moved to device 0."""
-    batch, count, length = seeds.shape
-    num_tensors = (length - num_ops * (num_devices + 1)) // num_devices
-    affinity = seeds[..., :num_ops * num_devices].reshape(batch, count, num_ops, num_devices)
-    op = jnp.argmax(pinned == 0, axis=-1)  # [B]
-    device = jnp.argmax(affinity[jnp.arange(batch), :, op], axis=-1)  # [B, S]
-    column = jnp.arange(num_devices)
-    swap = jnp.where(column == device[..., None], 0,
-                     jnp.where(column == 0, device[..., None], column))  # [B, S, D]
+    def one(keys, op):  # keys [L]: one chromosome (SPEC §2 layout), op: the pinned op
+        affinity, priority, transfer = split_keys(keys, num_ops, num_devices)
+        device = jnp.argmax(key_bits(affinity[op]))  # as decode_placement decodes it
+        column = jnp.arange(num_devices)
+        swap = jnp.where(column == device, 0, jnp.where(column == 0, device, column))
+        return jnp.concatenate([affinity[:, swap].ravel(), priority, transfer[:, swap].ravel()])
 
-    def permuted(part, rows):
-        blocks = part.reshape(batch, count, rows, num_devices)
-        return jnp.take_along_axis(blocks, swap[:, :, None], axis=-1).reshape(batch, count, -1)
-
-    transfers = seeds[..., num_ops * (num_devices + 1):]
-    return jnp.concatenate([permuted(seeds[..., :num_ops * num_devices], num_ops),
-                            seeds[..., num_ops * num_devices:num_ops * (num_devices + 1)],
-                            permuted(transfers, num_tensors)], axis=-1)
+    ops = jnp.argmax(pinned == 0, axis=-1)  # [B]
+    return jax.vmap(jax.vmap(one, in_axes=(0, None)))(seeds, ops)
 
 
 def better_of(a: SearchResult, b: brkga.BRKGAResult, evals_used: jnp.ndarray) -> SearchResult:
