@@ -289,8 +289,14 @@ def _run_search(runner, graphs, num_devices, budget, objective, cost_params, see
                                                             sharding=x.sharding), operands)
     start = time.perf_counter()
     with contextlib.nullcontext() if mesh is None else jax.set_mesh(mesh):
-        compiled = _compiled(runner, num_devices, budget - seed_evals, objective, signature,
-                             model)
+        try:
+            compiled = _compiled(runner, num_devices, budget - seed_evals, objective,
+                                 signature, model)
+        except ValueError as err:
+            if not seed_from:
+                raise
+            raise ValueError(f"{err} (the search's budget: {budget} less the {seed_evals} "
+                             f"evaluation(s) of the seeds of {', '.join(seed_from)})") from err
     compile_seconds = time.perf_counter() - start
     start = time.perf_counter()
     result = jax.block_until_ready(compiled(*operands))

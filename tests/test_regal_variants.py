@@ -111,3 +111,13 @@ def test_seed_from_starts_the_policy_search(method):
     unseeded = guided_search(key, policy, padded, cost, **run)
     assert np.all(started.best_value <= strong.best_value)
     assert np.all(unseeded.best_value > strong.best_value)
+
+
+def test_seed_from_budget_error_names_the_users_budget():
+    """A budget the seeds leave too small for the feature search: the error gives the budget
+    asked for and what the seeds took, not only the search's remainder."""
+    graphs = [random_computation_graph(16, 31)]
+    with pytest.raises(ValueError, match=r"budget 398 must exceed the 400 .*: 400 less the 2 "
+                                         r"evaluation\(s\) of the seeds of metis, gp_dfs"):
+        optimize("regal", graphs, budget=400, num_devices=2, objective="runtime",
+                 options={"seed_from": "metis,gp_dfs"})
