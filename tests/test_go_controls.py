@@ -91,21 +91,26 @@ def test_search_rows_start_from_random_metis_untrained_and_policy(tmp_path):
     searched = [label for label in by_label if "→" in label or "local search" in label
                 or "2 it." in label]
     # the fine-tuning budget, 1 + 1 x 8 + 1; that of 2 iterations, 1 + 2 x 8 + 1
+    # at the search budget too: random, METIS and policy starts
     assert searched == [
         "local search, 10", "METIS → local search, 10", "untrained network → local search, 10",
         "policy → local search, 10", "policy + METIS → local search, 10",
+        "local search, 20", "METIS → local search, 20", "policy → local search, 20",
         "METIS → BRKGA, 10", "untrained network → BRKGA, 10", "policy → BRKGA, 10",
-        "policy + METIS → BRKGA, 10", "policy, fine-tuned 2 it.",
+        "policy + METIS → BRKGA, 10", "METIS → BRKGA, 20", "policy → BRKGA, 20",
+        "policy, fine-tuned 2 it.",
         "policy, fine-tuned 1 it. → local search, 18", "policy, fine-tuned 1 it. → BRKGA, 18"]
-    assert "BRKGA, 10" in by_label  # the unseeded BRKGA row is the plain one
+    assert "BRKGA, 10" in by_label and "BRKGA, 20" in by_label  # the unseeded BRKGA rows
     for label in searched:
         evaluations, values = by_label[label]
-        assert evaluations == (18 if "2 it." in label or ", 18" in label else 10)
+        budget = 18 if label == "policy, fine-tuned 2 it." else int(label.rsplit(", ", 1)[1])
+        assert evaluations == budget
         assert values.shape == (2,) and np.all(np.isfinite(values))
     # a search started from a decode keeps the decode's evaluation
     for search in ("local search", "BRKGA"):
-        assert np.all(by_label[f"policy → {search}, 10"][1]
-                      <= by_label["policy, greedy"][1] + 1e-6)
+        for budget in (10, 20):
+            assert np.all(by_label[f"policy → {search}, {budget}"][1]
+                          <= by_label["policy, greedy"][1] + 1e-6)
         assert np.all(by_label[f"untrained network → {search}, 10"][1]
                       <= by_label["untrained network, greedy"][1] + 1e-6)
         assert np.all(by_label[f"policy, fine-tuned 1 it. → {search}, 18"][1]

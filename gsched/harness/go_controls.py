@@ -38,10 +38,12 @@ the row above), ``METIS → S, K`` (``seed_from="metis"``: one evaluation for ME
 the rest for S started from it), ``untrained network → S, K`` and ``policy → S, K``
 (``decode=S``: the greedy decode, then S from its best solution), and ``policy + METIS → S,
 K`` (both seeds): does the learned start beat a random one, the untrained network's, and the
-best classical heuristic's? With ``finetune = K`` too, the budget ``K2`` of ``2K`` fine-tuning
-iterations is split the other way: ``policy, fine-tuned 2K it.`` against ``policy,
-fine-tuned K it. → S, K2`` (the method with ``finetune_steps=K, decode=S``): after ``K``
-iterations, is the next share of the budget better spent on PPO or on S?
+best classical heuristic's? At ``search_budget`` too (when it differs from K), ``S``, ``METIS →
+S`` and ``policy → S``: is the learned start still worth anything at the budget of the
+near-optimum row ``BRKGA, search_budget``? With ``finetune = K`` too, the budget ``K2`` of
+``2K`` fine-tuning iterations is split the other way: ``policy, fine-tuned 2K it.`` against
+``policy, fine-tuned K it. → S, K2`` (the method with ``finetune_steps=K, decode=S``): after
+``K`` iterations, is the next share of the budget better spent on PPO or on S?
 
 ``temperature`` (default: the checkpoint's, 1) is the sampling temperature of every sampled
 or fine-tuned row of the policy and of the untrained network (their labels say ``T = …``;
@@ -153,18 +155,20 @@ def controls(config_path: Path, checkpoint: str, *, graphs: str = "fresh", count
         rows.append((f"policy, fine-tuned {finetune} it.{at}", tuned,
                      *ratios(name, tuned, checkpoint=checkpoint, finetune_steps=finetune,
                              **hot)))
-    for search in searches:
-        label = LABELS[search]
+    for search, budget in ((s, b) for s in searches for b in sorted({last, search_budget})):
+        label, short = LABELS[search], budget == last
         if search != "brkga":  # else the "BRKGA, K" row above
-            rows.append((f"{label}, {last}", last, *ratios(search, last, genes=genes)))
-        rows += [(f"METIS → {label}, {last}", last,
-                  *ratios(search, last, genes=genes, seed_from="metis")),
-                 (f"untrained network → {label}, {last}", last, *started[search]),
-                 (f"policy → {label}, {last}", last,
-                  *ratios(name, last, checkpoint=checkpoint, decode=search)),
-                 (f"policy + METIS → {label}, {last}", last,
-                  *ratios(name, last, checkpoint=checkpoint, decode=search,
-                          seed_from="metis"))]
+            rows.append((f"{label}, {budget}", budget, *ratios(search, budget, genes=genes)))
+        rows.append((f"METIS → {label}, {budget}", budget,
+                     *ratios(search, budget, genes=genes, seed_from="metis")))
+        if short:
+            rows.append((f"untrained network → {label}, {budget}", budget, *started[search]))
+        rows.append((f"policy → {label}, {budget}", budget,
+                     *ratios(name, budget, checkpoint=checkpoint, decode=search)))
+        if short:
+            rows.append((f"policy + METIS → {label}, {budget}", budget,
+                         *ratios(name, budget, checkpoint=checkpoint, decode=search,
+                                 seed_from="metis")))
     if finetune and searches:
         longer = evaluations_needed(spec.ppo, "greedy", 2 * finetune)
         rows.append((f"policy, fine-tuned {2 * finetune} it.{at}", longer,
