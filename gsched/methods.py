@@ -35,7 +35,7 @@ from gsched.costmodel.params import (
     check_search_settings,
 )
 from gsched.infra import resources
-from gsched.policies import go, regal, topoformer
+from gsched.policies import go, hdp, regal, topoformer
 from gsched.registry import GENES, SEED_FROM, TIME_LIMIT, Method, Option, Search
 from gsched.search import annealing, brkga
 from gsched.search import local as local_search
@@ -43,7 +43,7 @@ from gsched.search import random as random_search
 from gsched.search import tuned as tuning
 from gsched.search.common import SearchResult
 
-PLUGINS = (regal, topoformer, go)  # packages exporting METHODS
+PLUGINS = (regal, topoformer, go, hdp)  # packages exporting METHODS
 
 
 class Outcome(NamedTuple):

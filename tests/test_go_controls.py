@@ -53,14 +53,16 @@ def test_controls_rows_on_fresh_graphs(tmp_path):
     config = tmp_path / "tiny.toml"
     config.write_text(TINY)
     rows, sizes = go_controls.controls(config, "gdp", count=3, draws=2, samples=8,
-                                       search_budget=200, finetune=2, temperature=2.0)
+                                       search_budget=200, finetune=2, temperature=2.0,
+                                       hdp=(None, 0.01))
     assert len(sizes) == 3 and all(10 <= n <= 14 for n in sizes)
     by_label = {label: (evaluations, values) for label, evaluations, values, _ in rows}
     assert list(by_label) == [
         "untrained network, greedy", "untrained network, fine-tuned 2 it., T = 2 (GDP-one)",
         "uniform random chromosome (mean of 2)", "random search, best of 1",
         "random search, best of 9", "random search, best of 18", "random search, best of 200",
-        "BRKGA, 9", "BRKGA, 18", "BRKGA, 200", "policy, greedy",
+        "BRKGA, 9", "BRKGA, 18", "BRKGA, 200", "HDP, 18", "HDP, learning rate 0.01, 18",
+        "policy, greedy",
         "policy, greedy + 8 sampled rollouts, T = 2", "policy, fine-tuned 2 it., T = 2"]
     for evaluations, values in by_label.values():
         assert values.shape == (3,) and np.all(np.isfinite(values)) and np.all(values > 0)

@@ -45,6 +45,11 @@ near-optimum row ``BRKGA, search_budget``? With ``finetune = K`` too, the budget
 ``policy, fine-tuned K it. → S, K2`` (the method with ``finetune_steps=K, decode=S``): after
 ``K`` iterations, is the next share of the budget better spent on PPO or on S?
 
+With ``hdp`` (a tuple of learning rates, ``None`` for HDP's own 0.1; ``--hdp``,
+``--hdp-learning-rate``): ``HDP[, learning rate …], K`` at the searches' budget K — GDP's
+learned baseline (:mod:`gsched.policies.hdp`), trained from scratch on each graph, placement
+only.
+
 ``temperature`` (default: the checkpoint's, 1) is the sampling temperature of every sampled
 or fine-tuned row of the policy and of the untrained network (their labels say ``T = …``;
 :func:`gsched.policies.go.rollout.policy_search`).
@@ -84,7 +89,8 @@ def _method(tasks: tuple[str, ...]) -> str:
 def controls(config_path: Path, checkpoint: str, *, graphs: str = "fresh", count: int = 16,
              draws: int = 16, samples: int = 64, search_budget: int = 5000, finetune: int = 0,
              temperature: float | None = None, seed: int = 0,
-             searches: tuple[str, ...] = ()) -> tuple[list[tuple], list[int]]:
+             searches: tuple[str, ...] = (),
+             hdp: tuple[float | None, ...] = ()) -> tuple[list[tuple], list[int]]:
     """``([(label, evaluations, ratios [G], seconds), ...], graph sizes)`` (module
     docstring)."""
     if graphs not in GRAPHS:
@@ -148,6 +154,10 @@ def controls(config_path: Path, checkpoint: str, *, graphs: str = "fresh", count
                      *ratios("random", budget, genes=genes)))
     for budget in (b for b in budgets if b > rounds):
         rows.append((f"BRKGA, {budget}", budget, *ratios("brkga", budget, genes=genes)))
+    for learning_rate in hdp:
+        rate = {} if learning_rate is None else {"learning_rate": learning_rate}
+        label = "HDP" if learning_rate is None else f"HDP, learning rate {learning_rate:g}"
+        rows.append((f"{label}, {last}", last, *ratios("hdp", last, **rate)))
     rows.append(("policy, greedy", rounds, *ratios(name, rounds, checkpoint=checkpoint)))
     rows.append((f"policy, greedy + {samples} sampled rollouts{at}", sampled,
                  *ratios(name, sampled, checkpoint=checkpoint, decode="sample", **hot)))
@@ -217,6 +227,11 @@ def main(argv: list[str] | None = None) -> None:
                         choices=list(SEEDED_SEARCHES),
                         help="also the rows of this search started at random, from METIS, "
                              "from the untrained network and from the policy (repeatable)")
+    parser.add_argument("--hdp", action="store_true",
+                        help="also HDP (GDP's learned baseline, trained on each graph) with its "
+                             "own settings at the budget of the searches' rows")
+    parser.add_argument("--hdp-learning-rate", type=float, action="append", default=[],
+                        help="also HDP with this learning rate (repeatable)")
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--out", type=Path, default=None, help="also write the table here")
     args = parser.parse_args(argv)
@@ -224,7 +239,8 @@ def main(argv: list[str] | None = None) -> None:
                            draws=args.draws, samples=args.samples,
                            search_budget=args.search_budget, finetune=args.finetune,
                            temperature=args.temperature, seed=args.seed,
-                           searches=tuple(args.search))
+                           searches=tuple(args.search),
+                           hdp=(None,) * args.hdp + tuple(args.hdp_learning_rate))
     where = (f"{len(sizes)} fresh graphs" if args.graphs == "fresh"
              else "its validation graphs")
     text = markdown(rows, sizes, f"{args.checkpoint} on {args.config}: {where}, ratio to the "
