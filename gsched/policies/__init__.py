@@ -1,2 +1,3 @@
-"""Stage 4 — learned policies, one package each: REGAL (:mod:`.regal`) and Neural Topological
-Ordering (:mod:`.topoformer`). Each exports its registry entries (``METHODS``) from ``method``."""
+"""Stage 4 — learned policies, one package each: REGAL (:mod:`.regal`), Neural Topological
+Ordering (:mod:`.topoformer`), GDP and GO (:mod:`.go`) and HDP (:mod:`.hdp`, trained on each
+graph inside its budget). Each exports its registry entries (``METHODS``) from ``method``."""
