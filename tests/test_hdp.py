@@ -67,26 +67,54 @@ def test_group_embeddings_count_edges_types_and_sizes():
     np.testing.assert_allclose(embedding, raw / (raw.max(axis=1, keepdims=True) + 1), rtol=1e-6)
 
 
-def test_scoring_given_actions_reproduces_the_sampled_log_probability():
-    graph = pad_graph(_fan(), Bucket(8, 8, 8))
+def test_sampled_log_probabilities_are_the_frequencies_and_their_scores_average_to_zero():
+    """Two ops, two groups, two devices (16 outcomes), no exploration noise: exp(log p) of
+    each sampled (grouping, placement) is its frequency, and the gradients pulled back
+    through the sampling pass satisfy the score identity sum_o p(o) grad log p(o) = 0."""
+    two = make_graph(compute_cost=[1, 2], temporary_memory=[0, 0], tensor_producer=[0, 1],
+                     tensor_size=[4, 1], edge_tensor=[0], edge_consumer=[1],
+                     op_types=["A", "B"])
+    graph = pad_graph(two, Bucket(8, 8, 8))
     ops = features.op_embeddings(graph)
-    params = network.init_params(jax.random.PRNGKey(0), features.OP_FEATURES,
-                                 features.group_features(5), num_groups=5, num_devices=3,
+    params = network.init_params(jax.random.PRNGKey(3), features.OP_FEATURES,
+                                 features.group_features(2), num_groups=2, num_devices=2,
                                  hidden=8)
-    for step in (0, network.NOISE_STEPS + 1):  # with and without exploration noise
-        key = jax.random.PRNGKey(step)
-        grouping, logp_group = network.group(params, ops, graph.op_mask, key, step)
-        assert np.all(np.asarray(grouping[4:]) == 0) and grouping.shape == (8,)
-        again = network.group(params, ops, graph.op_mask, key, step, grouping)
-        np.testing.assert_allclose(again[1], logp_group, rtol=1e-6)
-        embedding = features.group_embeddings(graph, grouping, 5, ops)
-        devices, logp_place = network.place(params, embedding, key, step)
-        assert devices.shape == (5,) and set(np.asarray(devices).tolist()) <= {0, 1, 2}
-        again = network.place(params, embedding, key, step, devices)
-        np.testing.assert_array_equal(again[0], devices)
-        np.testing.assert_allclose(again[1], logp_place, rtol=1e-6)
-        grad = jax.grad(lambda p: network.place(p, embedding, key, step, devices)[1])(params)
-        assert float(jnp.abs(grad.decoder).sum()) > 0 and float(jnp.abs(grad.go).sum()) > 0
+    # sharper than at initialization, so that sampling from other logits shows
+    params = params._replace(w_group=3 * params.w_group, device_softmax=3 * params.device_softmax)
+    step = network.NOISE_STEPS + 1
+
+    def draw(p, key):
+        k_group, k_place = jax.random.split(key)
+        grouping, logp_group = network.group(p, ops, graph.op_mask, k_group, step)
+        embedding = features.group_embeddings(graph, grouping, 2, ops)
+        devices, logp_place = network.place(p, embedding, k_place, step)
+        return logp_group + logp_place, (grouping, devices)
+
+    count = 20000
+    logp, (grouping, devices) = jax.jit(jax.vmap(lambda k: draw(params, k)))(
+        jax.random.split(jax.random.PRNGKey(0), count))
+    assert not np.any(np.asarray(grouping[:, 2:]))  # padded ops: group 0
+    outcome = np.asarray(grouping[:, 0] * 8 + grouping[:, 1] * 4 + devices[:, 0] * 2
+                         + devices[:, 1])
+    seen = np.unique(outcome)
+    assert len(seen) == 16
+    first = np.array([np.flatnonzero(outcome == o)[0] for o in seen])
+    probability = np.exp(np.asarray(logp)[first])
+    for o, p in zip(seen, probability):  # one log-probability per outcome
+        np.testing.assert_allclose(np.asarray(logp)[outcome == o], np.log(p), rtol=1e-5)
+    np.testing.assert_allclose(probability.sum(), 1.0, rtol=1e-5)
+    frequency = np.array([np.mean(outcome == o) for o in seen])
+    assert np.all(np.abs(frequency - probability)
+                  <= 4.5 * np.sqrt(probability * (1 - probability) / count))
+    keys = jax.random.split(jax.random.PRNGKey(0), count)
+    score = jax.jit(lambda key: jax.vjp(lambda p: draw(p, key), params, has_aux=True)[1](
+        jnp.float32(1.0))[0])
+    scores = [score(keys[index]) for index in first]
+    mean = jax.tree.map(lambda *g: sum(p * x for p, x in zip(probability, g)), *scores)
+    for name in ("w_ff", "w_group", "decoder", "go", "device_softmax", "encoder_forward"):
+        size = max(float(jnp.abs(getattr(s, name)).max()) for s in scores)
+        assert size > 1e-4, name  # each outcome's score moves every part of both networks
+        assert float(jnp.abs(getattr(mean, name)).max()) < 1e-5 * size, name
     with pytest.raises(ValueError, match="hidden must be an even int"):
         network.init_params(jax.random.PRNGKey(0), 3, 3, num_groups=2, num_devices=2, hidden=7)
 

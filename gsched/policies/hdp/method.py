@@ -13,7 +13,8 @@ embeddings of that grouping, a device per group — and scored by the cost model
 when it fuses, as for GDP). Reward ``r = √(value / reference)`` (HDP: ``√runtime``; the
 reference, the first iteration's mean finite value, makes the units irrelevant), ``r = √100``
 where infeasible or not finite (HDP's failing signal of 100 s). Loss: the mean over the
-samples of ``(r − b) · (log p(placement) + log p(grouping))`` (``r`` is a cost), minimized
+samples of ``(r − b) · (log p(placement) + log p(grouping))`` (``r`` is a cost; its
+gradient is pulled back through the sampling pass, ``jax.vjp``: one forward pass), minimized
 with Adam (``learning_rate``, HDP's 0.1 by default, × 0.95 per 50 iterations after the
 400th), the gradient clipped to global norm 1; then the baseline ``b ← 0.9 b + 0.1 · mean
 r``, starting at the failing signal (HDP's ``start_with_failing_signal``). The networks'
@@ -111,18 +112,16 @@ def hdp_search_trace(key: jax.Array, graphs, cost_params: CostParams, *, num_dev
                                      num_groups=groups, num_devices=num_devices,
                                      hidden=hidden)
 
-        def draw(p, k, step, chosen=None):
-            """``samples`` placements: ``(groupings, devices per group, log-probs)``."""
-            def single(k, taken):
+        def draw(p, k, step):
+            """``samples`` placements: ``(log-probs [S], (groupings [S, N], devices per group
+            [S, G]))``."""
+            def single(k):
                 k_group, k_place = jax.random.split(k)
-                grouping, logp_group = network.group(
-                    p, features, graph.op_mask, k_group, step,
-                    None if taken is None else taken[0])
+                grouping, logp_group = network.group(p, features, graph.op_mask, k_group, step)
                 embedding = group_embeddings(graph, grouping, groups, features)
-                devices, logp_place = network.place(p, embedding, k_place, step,
-                                                    None if taken is None else taken[1])
-                return grouping, devices, logp_group + logp_place
-            return jax.vmap(single)(jax.random.split(k, samples), chosen)
+                devices, logp_place = network.place(p, embedding, k_place, step)
+                return logp_group + logp_place, (grouping, devices)
+            return jax.vmap(single)(jax.random.split(k, samples))
 
         def evaluate(x):
             return scored_batch(batch, x, cost_params, num_devices=num_devices,
@@ -131,7 +130,8 @@ def hdp_search_trace(key: jax.Array, graphs, cost_params: CostParams, *, num_dev
         def iterate(carry, step):
             p, opt_state, baseline, reference, best = carry
             k = jax.random.fold_in(k_run, step)
-            grouping, devices, _ = draw(p, k, step)
+            _, backward, (grouping, devices) = jax.vjp(lambda q: draw(q, k, step), p,
+                                                       has_aux=True)
             op_devices = jnp.take_along_axis(devices, grouping, axis=1)  # [S, N]
             keys = jax.vmap(lambda d: act.to_keys((d,), graph, space, num_devices=num_devices,
                                                   fusion=fusion))(op_devices)
@@ -146,11 +146,9 @@ def hdp_search_trace(key: jax.Array, graphs, cost_params: CostParams, *, num_dev
             rewards = jnp.where(jnp.isfinite(ratio), jnp.sqrt(jnp.maximum(ratio, 0.0)),
                                 failing)
 
-            def loss(q):
-                logp = draw(q, k, step, (grouping, devices))[2]
-                return jnp.mean((rewards - baseline) * logp)  # r is a cost: lower is better
-
-            updates, opt_state = optimizer.update(jax.grad(loss)(p), opt_state, p)
+            # the gradient of mean((r - b) · logp): r is a cost, lower is better
+            (gradient,) = backward((rewards - baseline) / samples)
+            updates, opt_state = optimizer.update(gradient, opt_state, p)
             p = optax.apply_updates(p, updates)
             baseline = BASELINE_DECAY * baseline + (1 - BASELINE_DECAY) * jnp.mean(rewards)
             return (p, opt_state, baseline, reference, best), mean

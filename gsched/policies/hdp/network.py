@@ -15,9 +15,9 @@ Glorot-uniform with LSTM forget biases 1, as in TF's ``hierarchical_controller``
 
 While ``step ≤ NOISE_STEPS`` both add Gaussian noise to their logits, of standard deviation
 ``NOISE_STD ·`` the logits' root mean square (HDP's exploration; the noise's scale is not
-differentiated). :func:`group` and :func:`place` sample when ``actions`` is ``None`` and
-otherwise score the given actions under the same noise (same ``key``): the second pass, with
-gradients, of a REINFORCE update. Log-probabilities are summed over real ops / groups.
+differentiated). :func:`group` and :func:`place` sample their actions and return their
+log-probabilities (summed over real ops / groups), differentiable in the parameters: a
+REINFORCE update pulls its gradient back through the sampling pass (``jax.vjp``).
 """
 
 from __future__ import annotations
@@ -91,27 +91,26 @@ def _noisy(logits, key, step):
     return logits + jnp.where(step <= NOISE_STEPS, noise, 0.0)
 
 
-def _choose(logits, key, actions):
-    """``(actions, log-probabilities)``: sampled when ``actions`` is None."""
-    if actions is None:
-        actions = jax.random.categorical(key, logits, axis=-1).astype(jnp.int32)
+def _choose(logits, key):
+    """``(actions, log-probabilities)`` sampled from ``logits [..., K]``."""
+    actions = jax.random.categorical(key, logits, axis=-1).astype(jnp.int32)
     logp = jax.nn.log_softmax(logits, axis=-1)
     return actions, jnp.take_along_axis(logp, actions[..., None], axis=-1)[..., 0]
 
 
 def group(params: Params, op_features: jnp.ndarray, op_mask: jnp.ndarray, key: jax.Array,
-          step, actions: jnp.ndarray | None = None) -> tuple[jnp.ndarray, jnp.ndarray]:
-    """``(groups [N] int32, log-probability [])`` of a grouping (padded ops: group 0, not
+          step) -> tuple[jnp.ndarray, jnp.ndarray]:
+    """``(groups [N] int32, log-probability [])`` of a sampled grouping (padded ops: group 0, not
     counted)."""
     k_noise, k_sample = jax.random.split(key)
     logits = _noisy(op_features @ params.w_ff @ params.w_group, k_noise, step)
-    actions, logp = _choose(logits, k_sample, actions)
+    actions, logp = _choose(logits, k_sample)
     return jnp.where(op_mask, actions, 0), jnp.sum(jnp.where(op_mask, logp, 0.0))
 
 
-def place(params: Params, group_features: jnp.ndarray, key: jax.Array, step,
-          actions: jnp.ndarray | None = None) -> tuple[jnp.ndarray, jnp.ndarray]:
-    """``(devices [G] int32, log-probability [])`` of a placement of the groups."""
+def place(params: Params, group_features: jnp.ndarray, key: jax.Array,
+          step) -> tuple[jnp.ndarray, jnp.ndarray]:
+    """``(devices [G] int32, log-probability [])`` of a sampled placement of the groups."""
     half = params.encoder_forward.shape[1] // 4
     zeros = (jnp.zeros(half), jnp.zeros(half))
 
@@ -127,11 +126,10 @@ def place(params: Params, group_features: jnp.ndarray, key: jax.Array, step,
     memory = jnp.concatenate([forward, backward], axis=-1) @ params.attention_memory  # [G, H]
     state = (jnp.concatenate([c_fw, c_bw]), jnp.concatenate([h_fw, h_bw]))
     count = group_features.shape[0]
-    given = jnp.zeros(count, jnp.int32) if actions is None else actions
 
     def decode(carry, xs):
         state, previous = carry
-        k, index, target = xs
+        k, index = xs
         x = jnp.where(index == 0, params.go, params.device_embeddings[previous])
         state = _lstm(params.decoder, params.decoder_forget, x, state)
         h = state[1]
@@ -140,10 +138,9 @@ def place(params: Params, group_features: jnp.ndarray, key: jax.Array, step,
         logits = jnp.tanh(jnp.concatenate([h, context]) @ params.device_softmax
                           / TEMPERATURE) * TANH_CONSTANT
         k_noise, k_sample = jax.random.split(k)
-        device, logp = _choose(_noisy(logits, k_noise, step), k_sample,
-                               None if actions is None else target)
+        device, logp = _choose(_noisy(logits, k_noise, step), k_sample)
         return (state, device), (device, logp)
 
-    xs = (jax.random.split(key, count), jnp.arange(count), given)
+    xs = (jax.random.split(key, count), jnp.arange(count))
     _, (devices, logp) = jax.lax.scan(decode, (state, jnp.int32(0)), xs)
     return devices, jnp.sum(logp)
