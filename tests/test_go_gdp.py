@@ -9,12 +9,15 @@ from gsched.policies.go.checkpoint import load_policy
 
 
 def test_rows_without_pretraining_build_untrained_policies(tmp_path):
-    rows = go_gdp.rows(2, 500, tmp_path)  # D != PRETRAINED_D: nothing is pre-trained
+    rows = go_gdp.rows(2, 500)  # D != PRETRAINED_D: nothing is pre-trained
     labels = [r.label for r in rows]
-    assert labels[:4] == ["TF default (one device)", "human expert", "METIS", "BRKGA pl"]
+    assert labels[:6] == ["TF default (one device)", "human expert", "METIS", "BRKGA pl",
+                          "HDP pl", "HDP pl, learning rate 0.01"]
     assert "GO-one pl+sch+fu" in labels and not any("zero-shot" in x for x in labels)
+    assert go_gdp.row_options(rows[5], 2, tmp_path) == {"learning_rate": 0.01}
     one = next(r for r in rows if r.label == "GDP-one pl")
-    options = dict(one.options)
+    assert not list(tmp_path.iterdir())  # listing the rows saves nothing
+    options = go_gdp.row_options(one, 2, tmp_path)
     assert options["finetune_steps"] == (500 - 2) // 8
     _, spec, meta = load_policy(options["checkpoint"])
     assert spec.space.num_devices == 2 and spec.space.tasks == ("placement",)
@@ -36,15 +39,17 @@ def test_report_lays_out_one_table_per_device_count_and_kind():
 
 
 def test_run_returns_the_records_in_row_order_whatever_the_file_order(tmp_path):
-    out, runs = tmp_path / "out", tmp_path / "runs"
-    labels = [r.label for r in go_gdp.rows(2, 500, runs)]
-    records = [{"key": go_gdp._key(g, 2, label), "graph": g, "num_ops": 1, "devices": 2,
-                "row": label, "table": "go", "runtime": 1.0, "seconds": 0.0}
-               for label in labels for g in go_gdp.FAMILIES]
-    other = dict(records[0], key=go_gdp._key("rnnlm", 8, labels[0]), devices=8)
+    """Every row is done (D = 2 and the pre-trained rows' D): nothing runs, nothing is
+    trained or saved."""
+    out, runs, done = tmp_path / "out", tmp_path / "runs", (2, go_gdp.PRETRAINED_D)
+    records = [{"key": go_gdp._key(g, d, row.label), "graph": g, "num_ops": 1, "devices": d,
+                "row": row.label, "table": "go", "runtime": 1.0, "seconds": 0.0}
+               for d in done for row in go_gdp.rows(d, 500) for g in go_gdp.FAMILIES]
+    other = dict(records[0], key=go_gdp._key("rnnlm", 8, records[0]["row"]), devices=8)
     out.mkdir()
     with (out / "results.jsonl").open("w") as f:  # rows in reverse order, another D first
         for r in [other, *reversed(records)]:
             f.write(json.dumps(r) + "\n")
-    got = go_gdp.run(out, 500, (2,), runs=runs)  # every row is done: nothing runs
+    got = go_gdp.run(out, 500, done, runs=runs)
     assert got == [*records, other]
+    assert not runs.exists()

@@ -13,7 +13,9 @@ reused (``<runs>/<method>/policy``; ``runs/go_gdp`` by default, not committed).
 **Rows**, each per graph, D and method, ``budget`` evaluations per graph for the searches:
 
 * placement (GDP Table 1; FIFO scheduler, no fusion): TF default, human expert, METIS, BRKGA
-  over placement, GDP-one (an untrained network fine-tuned on the graph alone for the budget:
+  over placement, HDP (:mod:`gsched.policies.hdp`, trained on the graph alone for the budget:
+  GDP Table 1's learned baseline) with its own learning rate 0.1 and with ``HDP_RATE`` (the
+  rate ``eval.go_controls`` chose on the GDP config's validation graphs), GDP-one (an untrained network fine-tuned on the graph alone for the budget:
   GDP's per-graph training), and at ``PRETRAINED_D`` GDP zero-shot (pre-trained, greedy) and
   GDP fine-tuned (``FINETUNE_STEPS`` PPO iterations);
 * joint (GO Table 3 / Fig. 6; priority scheduler with fusion): METIS without fusion (Table 3's
@@ -24,6 +26,8 @@ reused (``<runs>/<method>/policy``; ``runs/go_gdp`` by default, not committed).
 
 ``python -m eval.go_gdp [--budget 500] [--devices 4] [--out docs/results/go_gdp]``: rows go
 to ``results.jsonl`` as they finish (an interrupted run resumes), then ``README.md`` is written.
+A row's policy (pre-trained or untrained) is made when the row first needs it: rows already in
+``results.jsonl`` train nothing.
 """
 
 from __future__ import annotations
@@ -55,6 +59,7 @@ FAMILIES = ("rnnlm", "gnmt", "transformer_xl", "inception", "wavenet")
 HELD_OUT = "transformer_xl"
 PRETRAINED_D = 4
 FINETUNE_STEPS = 10
+HDP_RATE = 0.01  # docs/results/go_controls: chosen on gdp_small's validation graphs
 CONFIGS = {"gdp": Path("train/configs/gdp_workloads.toml"),
            "go": Path("train/configs/go_workloads.toml")}
 ONE_TASKS = {"gdp": (("placement",),),
@@ -70,6 +75,7 @@ class Row:
     method: str
     options: tuple = ()
     fusion: bool | None = None  # None: the table's setting (SETTINGS)
+    policy: tuple = ()  # ("pretrained",) or ("untrained", tasks): its checkpoint (row_options)
 
 
 def graphs() -> dict[str, Graph]:
@@ -113,32 +119,44 @@ def _untrained(method: str, tasks: tuple[str, ...], devices: int, runs: Path) ->
     return path
 
 
-def rows(devices: int, budget: int, runs: Path) -> list[Row]:
+def rows(devices: int, budget: int) -> list[Row]:
     """The rows of one D (module docstring)."""
     result = [Row("TF default (one device)", "gdp", "tf_default"),
               Row("human expert", "gdp", "human_expert"),
               Row("METIS", "gdp", "metis"),
-              Row("BRKGA pl", "gdp", "brkga", (("genes", "placement"),))]
+              Row("BRKGA pl", "gdp", "brkga", (("genes", "placement"),)),
+              Row("HDP pl", "gdp", "hdp"),
+              Row(f"HDP pl, learning rate {HDP_RATE:g}", "gdp", "hdp",
+                  (("learning_rate", HDP_RATE),))]
     for method in ("gdp", "go"):
         ppo = load_config(CONFIGS[method], training.TrainConfig).ppo
         one_steps = (budget - 2 * ppo.rounds) // (ppo.samples * ppo.rounds)
         for tasks in ONE_TASKS[method]:
             label = f"{method.upper()}-one {'+'.join(_short(t) for t in tasks)}"
-            path = str(_untrained(method, tasks, devices, runs))
-            result.append(Row(label, method, method, (("checkpoint", path),
-                                                      ("finetune_steps", one_steps))))
+            result.append(Row(label, method, method, (("finetune_steps", one_steps),),
+                              policy=("untrained", tasks)))
         if method == "gdp":
             result += [Row("METIS, no fusion", "go", "metis", fusion=False),
                        Row("METIS + greedy fusion", "go", "metis"),
                        Row("SA pl+sch+fu", "go", "annealing", (("chains", 32),)),
                        Row("BRKGA pl+sch+fu", "go", "brkga")]
         if devices == PRETRAINED_D:
-            path = str(pretrained(method, runs))
             result += [Row(f"{method.upper()} zero-shot", method, method,
-                           (("checkpoint", path),)),
+                           policy=("pretrained",)),
                        Row(f"{method.upper()} fine-tuned ({FINETUNE_STEPS} it.)", method, method,
-                           (("checkpoint", path), ("finetune_steps", FINETUNE_STEPS)))]
+                           (("finetune_steps", FINETUNE_STEPS),), policy=("pretrained",))]
     return result
+
+
+def row_options(row: Row, devices: int, runs: Path) -> dict:
+    """``row``'s method options, with its policy's checkpoint (trained or saved here unless
+    it exists under ``runs``)."""
+    options = dict(row.options)
+    if row.policy == ("pretrained",):
+        options["checkpoint"] = str(pretrained(row.method, runs))
+    elif row.policy:
+        options["checkpoint"] = str(_untrained(row.method, row.policy[1], devices, runs))
+    return options
 
 
 def _short(task: str) -> str:
@@ -161,17 +179,19 @@ def run(out: Path, budget: int = 500, devices: tuple[int, ...] = (PRETRAINED_D,)
     start = time.perf_counter()
     ordered = {}
     for d in devices:
-        for row in rows(d, budget, runs):
+        for row in rows(d, budget):
             scheduler, fusion = SETTINGS[row.table]
             fusion = fusion if row.fusion is None else row.fusion
+            options = None
             for name, graph in named.items():
                 key = _key(name, d, row.label)
                 if key in done:
                     ordered[key] = done[key]
                     continue
+                options = row_options(row, d, runs) if options is None else options
                 outcome = methods.optimize(row.method, [graph], num_devices=d, budget=budget,
                                            objective="runtime", cost_params=cost, seed=seed,
-                                           options=dict(row.options), scheduler=scheduler,
+                                           options=options, scheduler=scheduler,
                                            fusion=fusion)
                 result = outcome.results[0]
                 record = {"key": key, "graph": name, "num_ops": graph.num_ops, "devices": d,
