@@ -15,9 +15,10 @@ reused (``<runs>/<method>/policy``; ``runs/go_gdp`` by default, not committed).
 * placement (GDP Table 1; FIFO scheduler, no fusion): TF default, human expert, METIS, BRKGA
   over placement, HDP (:mod:`gsched.policies.hdp`, trained on the graph alone for the budget:
   GDP Table 1's learned baseline) with its own learning rate 0.1 and with ``HDP_RATE`` (the
-  rate ``eval.go_controls`` chose on the GDP config's validation graphs), GDP-one (an untrained network fine-tuned on the graph alone for the budget:
-  GDP's per-graph training), and at ``PRETRAINED_D`` GDP zero-shot (pre-trained, greedy) and
-  GDP fine-tuned (``FINETUNE_STEPS`` PPO iterations);
+  rate ``eval.go_controls`` chose on the GDP config's validation graphs), GDP-one (an
+  untrained network fine-tuned on the graph alone for the budget: GDP's per-graph training),
+  and at ``PRETRAINED_D`` GDP zero-shot (pre-trained, greedy) and GDP fine-tuned
+  (``FINETUNE_STEPS`` PPO iterations);
 * joint (GO Table 3 / Fig. 6; priority scheduler with fusion): METIS without fusion (Table 3's
   normalization) and with XLA-style greedy fusion, SA and BRKGA over everything, GO-one per
   task set (pl, pl+sch, pl+sch+fu: the untasked parts take the defaults of
